@@ -1,0 +1,68 @@
+"""Model Memory Estimator: how much memory a model needs to load, run and train, without weights.
+
+>>> from estimator import estimate
+>>> result = estimate("meta-llama/Llama-3.1-8B", dtypes=["bfloat16"])  # doctest: +SKIP
+>>> result.row("bfloat16").total_bytes  # doctest: +SKIP
+16060522496
+
+The core never prints and imports torch only when it has to build a model.
+"""
+
+from __future__ import annotations
+
+from estimator.api import clear_cache, estimate
+from estimator.errors import (
+    AbsurdSizeError,
+    BadOptionError,
+    BadReferenceError,
+    EstimatorError,
+    GatedModelError,
+    HubError,
+    HubRateLimitedError,
+    HubTimeoutError,
+    InputError,
+    LibraryMissingError,
+    MalformedConfigError,
+    ModelNotFoundError,
+    NoConfigError,
+    RemoteCodeRequiredError,
+    RevisionNotFoundError,
+    UnknownArchitectureError,
+    UnsupportedError,
+)
+from estimator.options import Component, Device, DType, Library, Mode, Optimizer
+from estimator.result import SCHEMA, Estimate, Row
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCHEMA",
+    "AbsurdSizeError",
+    "BadOptionError",
+    "BadReferenceError",
+    "Component",
+    "DType",
+    "Device",
+    "Estimate",
+    "EstimatorError",
+    "GatedModelError",
+    "HubError",
+    "HubRateLimitedError",
+    "HubTimeoutError",
+    "InputError",
+    "Library",
+    "LibraryMissingError",
+    "MalformedConfigError",
+    "Mode",
+    "ModelNotFoundError",
+    "NoConfigError",
+    "Optimizer",
+    "RemoteCodeRequiredError",
+    "RevisionNotFoundError",
+    "Row",
+    "UnknownArchitectureError",
+    "UnsupportedError",
+    "__version__",
+    "clear_cache",
+    "estimate",
+]

@@ -1,0 +1,132 @@
+"""Every error the estimator raises on purpose, in one tree.
+
+::
+
+    EstimatorError                      base; ``exit_code`` says how the CLI exits
+    ├── InputError (ValueError)         exit 2: the request cannot be answered as asked
+    │   ├── BadReferenceError           not a Hub id, Hub URL or folder with a config.json
+    │   ├── BadOptionError              an option outside its vocabulary or range
+    │   ├── ModelNotFoundError          no such repo (or private and no token that opens it)
+    │   ├── RevisionNotFoundError       the repo exists, the revision does not
+    │   ├── GatedModelError             gated repo and no token, or a token not on its list
+    │   ├── NoConfigError               the repo or folder has no config the estimator can read
+    │   ├── MalformedConfigError        a config that is not valid JSON or has wrong types
+    │   ├── UnknownArchitectureError    a model type no installed library knows
+    │   ├── RemoteCodeRequiredError     the model needs code from its repo; not run without the flag
+    │   ├── AbsurdSizeError             a config too large to be real; refused before building
+    │   ├── LibraryMissingError         the library that builds this model is not installed
+    │   └── UnsupportedError            a combination the estimator does not handle (yet)
+    └── HubError                        exit 3: the Hub or the network failed
+        ├── HubTimeoutError             no answer within the timeout
+        └── HubRateLimitedError         HTTP 429
+
+Each error carries structured fields (``model_id``, ``revision``) and a message that says
+what to do. ``user_message`` in :mod:`estimator.messages` is the one place that turns any
+exception into the line a user sees. Tokens never appear in these messages.
+"""
+
+from __future__ import annotations
+
+
+class EstimatorError(Exception):
+    """Base of every deliberate error; ``exit_code`` follows the contract."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, model_id: str | None = None, revision: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.model_id = model_id
+        self.revision = revision
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(EstimatorError, ValueError):
+    """The request cannot be answered as asked (exit status 2)."""
+
+    exit_code = 2
+
+
+class BadReferenceError(InputError):
+    """The model reference is neither a Hub id, a Hub URL nor a folder with a config.json."""
+
+
+class BadOptionError(InputError):
+    """An option is outside its vocabulary or its range."""
+
+
+class ModelNotFoundError(InputError):
+    """The repo does not exist, or is private and no token opens it."""
+
+
+class RevisionNotFoundError(InputError):
+    """The repo exists but the revision does not."""
+
+
+class GatedModelError(InputError):
+    """A gated repo and no token, or a token whose user is not on the access list."""
+
+
+class NoConfigError(InputError):
+    """No config the estimator can read (config.json, model_index.json, ...)."""
+
+
+class MalformedConfigError(InputError):
+    """A config that is not valid JSON, or whose fields have the wrong types."""
+
+
+class UnknownArchitectureError(InputError):
+    """A model type or architecture that no installed library knows."""
+
+
+class RemoteCodeRequiredError(InputError):
+    """The model is defined by code in its repo; it is run only with --trust-remote-code."""
+
+
+class AbsurdSizeError(InputError):
+    """A config far larger than any real model; refused before anything is built."""
+
+
+class LibraryMissingError(InputError):
+    """The library that builds this kind of model is not installed."""
+
+
+class UnsupportedError(InputError):
+    """A combination of model and options the estimator does not handle."""
+
+
+class HubError(EstimatorError):
+    """The Hub or the network failed (exit status 3)."""
+
+    exit_code = 3
+
+
+class HubTimeoutError(HubError):
+    """The Hub did not answer within the timeout."""
+
+
+class HubRateLimitedError(HubError):
+    """The Hub answered HTTP 429 (too many requests)."""
+
+
+__all__ = [
+    "AbsurdSizeError",
+    "BadOptionError",
+    "BadReferenceError",
+    "EstimatorError",
+    "GatedModelError",
+    "HubError",
+    "HubRateLimitedError",
+    "HubTimeoutError",
+    "InputError",
+    "LibraryMissingError",
+    "MalformedConfigError",
+    "ModelNotFoundError",
+    "NoConfigError",
+    "RemoteCodeRequiredError",
+    "RevisionNotFoundError",
+    "UnknownArchitectureError",
+    "UnsupportedError",
+]

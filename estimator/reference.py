@@ -1,0 +1,91 @@
+"""Turn what a user typed into a :class:`ModelRef`: a Hub repo id, a Hub URL, or a local folder."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from estimator.errors import BadReferenceError, NoConfigError
+
+# huggingface_hub's own rule (utils/_validators.py), repeated here so a typo is caught before any
+# network call: optional namespace, then a name of word characters, '-' and '.', no '--' or '..'.
+_REPO_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
+_HUB_HOSTS = {"huggingface.co", "www.huggingface.co", "hf.co"}
+CONFIG_FILES = ("config.json", "model_index.json", "modules.json")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model reference: exactly one of ``repo_id`` and ``path`` is set."""
+
+    repo_id: str | None = None
+    path: Path | None = None
+    revision: str | None = None
+
+    @property
+    def display(self) -> str:
+        return self.repo_id if self.repo_id is not None else str(self.path)
+
+
+def parse_reference(text: str, *, revision: str | None = None, endpoint: str | None = None) -> ModelRef:
+    """Parse ``text`` as a local folder, a Hub URL or a Hub repo id.
+
+    A URL's ``/tree/REV`` gives the revision unless ``revision`` is given explicitly.
+    ``endpoint`` (the ``HF_ENDPOINT`` in force) is accepted as a Hub host too.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise BadReferenceError("Give a model: a Hub repo id such as 'gpt2' or 'org/name', a Hub URL, or a folder with a config.json.")
+    text = text.strip()
+    if revision is not None and not str(revision).strip():
+        revision = None
+
+    candidate = Path(os.path.expanduser(text))
+    if candidate.exists():
+        if candidate.is_file() and candidate.name in CONFIG_FILES:
+            candidate = candidate.parent
+        if not candidate.is_dir():
+            raise BadReferenceError(f"{text} is a file; give the folder that holds its config.json.")
+        if not any((candidate / name).is_file() for name in CONFIG_FILES) and not (candidate / "unet").is_dir():
+            raise NoConfigError(f"The folder {text} has no config.json (nor model_index.json or modules.json); point at the folder that holds the model's config.")
+        return ModelRef(path=candidate.resolve(), revision=revision)
+    if text.startswith(("/", "./", "../", "~")):
+        raise BadReferenceError(f"No such folder: {text}.")
+
+    if "://" in text or text.split("/", 1)[0] in _HUB_HOSTS:
+        return _parse_url(text if "://" in text else "https://" + text, revision=revision, endpoint=endpoint)
+
+    repo_id = text.rstrip("/")
+    if not _REPO_ID.match(repo_id) or "--" in repo_id or ".." in repo_id:
+        raise BadReferenceError(
+            f"{text!r} is not a Hub repo id (expected 'name' or 'org/name' with letters, digits, '-', '_' or '.'), a Hub URL, or an existing folder."
+        )
+    return ModelRef(repo_id=repo_id, revision=revision)
+
+
+def _parse_url(url: str, *, revision: str | None, endpoint: str | None) -> ModelRef:
+    parsed = urlparse(url)
+    hosts = set(_HUB_HOSTS)
+    if endpoint:
+        hosts.add(urlparse(endpoint).netloc)
+    if parsed.netloc not in hosts:
+        raise BadReferenceError(f"{url} is not a Hugging Face Hub URL; give https://huggingface.co/org/name or the repo id.")
+    parts = [unquote(p) for p in parsed.path.split("/") if p]
+    if parts and parts[0] in ("datasets", "spaces"):
+        raise BadReferenceError(f"{url} is a {parts[0][:-1]}, not a model.")
+    if parts and parts[0] == "models":
+        parts = parts[1:]
+    url_revision: str | None = None
+    for marker in ("tree", "blob", "resolve"):
+        if marker in parts:
+            index = parts.index(marker)
+            if index + 1 < len(parts):
+                url_revision = parts[index + 1]
+            parts = parts[:index]
+            break
+    if not 1 <= len(parts) <= 2:
+        raise BadReferenceError(f"{url} does not name a model repo; expected https://huggingface.co/org/name[/tree/revision].")
+    ref = parse_reference("/".join(parts), revision=revision or url_revision, endpoint=endpoint)
+    return ref

@@ -1,0 +1,110 @@
+"""The value every estimate returns: :class:`Estimate`, a frozen tuple of :class:`Row`.
+
+``Estimate.to_dict()`` is exactly the JSON of the public contract (schema ``estimator/v1``,
+see ``docs/CONTRACT.md``); ``to_dataframe()`` is the same rows as a pandas DataFrame with
+exact byte counts (rendering to KiB/MiB/GiB happens in :mod:`estimator.report`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA = "estimator/v1"
+
+Method = Literal["exact", "stored", "simulated", "formula"]
+Source = Literal["hub", "local", "catalog", "module"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One dtype's figures. ``None`` means "could not be computed"; ``notes`` says why."""
+
+    dtype: str
+    total_bytes: int | None
+    largest_layer_bytes: int | None
+    training_adam_bytes: int | None
+    method: Method
+    peak_bytes: int | None = None
+    components: dict[str, int] = field(default_factory=dict)
+    runtime_overhead: dict[str, int] | None = None
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.peak_bytes is not None and self.components and sum(self.components.values()) != self.peak_bytes:
+            raise ValueError(f"components of the {self.dtype} row do not add up to peak_bytes")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dtype": self.dtype,
+            "total_bytes": self.total_bytes,
+            "largest_layer_bytes": self.largest_layer_bytes,
+            "training_adam_bytes": self.training_adam_bytes,
+            "peak_bytes": self.peak_bytes,
+            "components": dict(self.components),
+            "runtime_overhead": None if self.runtime_overhead is None else dict(self.runtime_overhead),
+            "method": self.method,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The whole answer for one model and one set of options."""
+
+    model: str
+    library: str
+    source: Source
+    mode: str
+    rows: tuple[Row, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+    revision: str | None = None
+    architecture: str | None = None
+
+    def row(self, dtype: str) -> Row:
+        """The row for ``dtype`` (``KeyError`` if it was not asked for)."""
+        for row in self.rows:
+            if row.dtype == dtype:
+                return row
+        raise KeyError(dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract's JSON object (schema ``estimator/v1``)."""
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "revision": self.revision,
+            "library": self.library,
+            "architecture": self.architecture,
+            "source": self.source,
+            "mode": self.mode,
+            "options": dict(self.options),
+            "rows": [row.to_dict() for row in self.rows],
+        }
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One line per dtype, exact integers (nullable ``Int64`` where a value may be missing)."""
+        import pandas as pd
+
+        records = []
+        for row in self.rows:
+            record: dict[str, Any] = {
+                "dtype": row.dtype,
+                "largest_layer_bytes": row.largest_layer_bytes,
+                "total_bytes": row.total_bytes,
+                "training_adam_bytes": row.training_adam_bytes,
+                "peak_bytes": row.peak_bytes,
+            }
+            for key, value in row.components.items():
+                record[f"component_{key}"] = value
+            record["method"] = row.method
+            record["notes"] = "; ".join(row.notes)
+            records.append(record)
+        frame = pd.DataFrame.from_records(records)
+        for column in frame.columns:
+            if column.endswith("_bytes") or column.startswith("component_"):
+                frame[column] = frame[column].astype("Int64")
+        return frame

@@ -1,0 +1,85 @@
+"""Rows from the checkpoint as stored: safetensors headers read over HTTP Range, no torch needed.
+
+A safetensors header lists every tensor's dtype and shape, so the bytes of the checkpoint loaded in
+a dtype are exact for what it stores: floating tensors take the row's dtype, integer and packed
+(pre-quantized) tensors keep theirs. Buffers that are not saved (rotary ``inv_freq``) are not in a
+checkpoint; tied weights are stored once. The largest layer groups tensors by the repeated block
+they belong to (``model.layers.12.``), or by their module where they are not in one — the blocks
+``device_map="auto"`` keeps whole in transformers' decoder models.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from estimator.options import DType
+
+# Bytes per element of the safetensors dtypes (safetensors' own names).
+SAFETENSORS_ITEMSIZE: Mapping[str, float] = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "F4": 0.5,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+}
+FLOATING = {"F64", "F32", "F16", "BF16"}
+ROW_ITEMSIZE = {DType.FLOAT32: 4, DType.FLOAT16: 2, DType.BFLOAT16: 2}
+_BLOCK = re.compile(r"^(.*?\.\d+)\.")
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    name: str
+    dtype: str
+    numel: int
+
+
+@dataclass(frozen=True)
+class StoredBytes:
+    total_bytes: int
+    largest_layer_bytes: int
+    largest_layer_name: str
+    floating_parameters: int
+    quantized: bool
+
+
+def group_of(name: str) -> str:
+    """The no-split group of a tensor name: its numbered block, else its module."""
+    match = _BLOCK.match(name)
+    if match:
+        return match.group(1)
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def is_prequantized(tensors: list[StoredTensor]) -> bool:
+    return any(t.dtype not in FLOATING and t.dtype not in ("I64", "BOOL") for t in tensors)
+
+
+def stored_bytes(tensors: list[StoredTensor], dtype: DType) -> StoredBytes:
+    """Bytes of the stored tensors loaded as ``dtype`` (float32, float16 or bfloat16)."""
+    itemsize = ROW_ITEMSIZE[dtype]
+    groups: dict[str, float] = {}
+    total = 0.0
+    floating = 0
+    for tensor in tensors:
+        if tensor.dtype in FLOATING:
+            size = tensor.numel * itemsize
+            floating += tensor.numel
+        else:
+            size = tensor.numel * SAFETENSORS_ITEMSIZE.get(tensor.dtype, 1)
+        total += size
+        group = group_of(tensor.name)
+        groups[group] = groups.get(group, 0) + size
+    name, largest = max(groups.items(), key=lambda item: item[1]) if groups else ("", 0)
+    return StoredBytes(int(total), int(largest), name, floating, is_prequantized(tensors))
+
+
+def tensors_from_metadata(metadata: object) -> list[StoredTensor]:
+    """Flatten huggingface_hub's ``SafetensorsRepoMetadata`` into one list of tensors."""
+    tensors: list[StoredTensor] = []
+    for file_metadata in getattr(metadata, "files_metadata", {}).values():
+        for name, info in file_metadata.tensors.items():
+            numel = 1
+            for dim in info.shape:
+                numel *= int(dim)
+            tensors.append(StoredTensor(name=name, dtype=info.dtype, numel=numel))
+    return tensors
