@@ -155,6 +155,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         self.query = parse_qs(url.query, keep_blank_values=True)
         self.raw_query = url.query
+        # Always consume the body so that an early error reply leaves the keep-alive connection clean.
+        self.body = self._read_body() if method == "POST" else b""
         try:
             self.user = self._auth()
             self._route(method, url.path)
@@ -334,7 +336,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.user is None:
                 raise HubError(401, "You must be authenticated to open a discussion.")
             try:
-                body = json.loads(self._read_body() or b"{}")
+                body = json.loads(self.body or b"{}")
             except ValueError:
                 raise HubError(400, "Invalid JSON body") from None
             title = str(body.get("title", "")).strip()
