@@ -62,7 +62,8 @@ gated repos, sees private ones); ``hf_standin_unapproved`` (user ``standin-unapp
 any other token -> 401 ``Invalid credentials in Authorization header``.
 
 Endpoints: ``GET /api/models/{id}[/revision/{rev}]`` (``expand=``/``expand[]=``, ``blobs=True``),
-``GET /api/models/{id}/tree/{rev}[/{path}]`` (``recursive=``), ``GET /api/models/{id}/auth-check``,
+``GET /api/models/{id}/tree/{rev}[/{path}]`` (``recursive=``), ``POST /api/models/{id}/paths-info/{rev}``,
+``GET /api/models/{id}/auth-check``,
 ``HEAD|GET /{id}/resolve/{rev}/{path}`` (Range -> 206), ``GET /api/whoami-v2``,
 ``GET|POST /api/models/{id}/discussions``, ``GET /api/models/{id}/discussions/{num}``; test-only
 ``GET /_standin/discussions`` (every received post: repo, title, description, token, author, num) and
@@ -79,14 +80,14 @@ import signal
 import sys
 import threading
 import uuid
-from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 try:
-    from tests import hub_repos
+    from tests import hub_discussions, hub_repos
 except ImportError:  # run as a plain script from tests/
+    import hub_discussions  # type: ignore[no-redef]
     import hub_repos  # type: ignore[no-redef]
 
 TOKENS: dict[str, dict[str, Any]] = {
@@ -98,7 +99,7 @@ EXPOSE = (
     "X-Repo-Commit,X-Request-Id,X-Error-Code,X-Error-Message,X-Total-Count,ETag,Link,Accept-Ranges,"
     "Content-Range,X-Linked-Size,X-Linked-ETag"
 )
-API_SUFFIXES = {"revision", "tree", "discussions", "auth-check"}
+API_SUFFIXES = {"revision", "tree", "discussions", "auth-check", "paths-info"}
 
 
 class HubError(Exception):
@@ -109,25 +110,13 @@ class HubError(Exception):
         self.status, self.message, self.code, self.headers = status, message, code, headers or {}
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-
-
 class HubState:
     """Everything the handler needs: repos, aliases, discussions (in memory, per server)."""
 
     def __init__(self) -> None:
         self.repos, self.aliases = hub_repos.load_repos()
-        self.lock = threading.Lock()
-        self.discussions: dict[str, list[dict[str, Any]]] = {}
-        self.posts: list[dict[str, Any]] = []
+        self.discussions = hub_discussions.DiscussionStore()
         self.stopping = threading.Event()
-
-    def reset(self) -> None:
-        """Forget every posted discussion."""
-        with self.lock:
-            self.discussions.clear()
-            self.posts.clear()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -213,10 +202,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/whoami-v2":
             return self._whoami()
         if path == "/_standin/discussions" and method == "GET":
-            with self.state.lock:
-                return self._send_json(200, list(self.state.posts))
+            return self._send_json(200, self.state.discussions.posts())
         if path == "/_standin/reset" and method == "POST":
-            self.state.reset()
+            self.state.discussions.reset()
             return self._send_json(200, {"ok": True})
         if len(segs) >= 3 and segs[:2] == ["api", "models"]:
             rest = segs[2:]
@@ -298,6 +286,11 @@ class Handler(BaseHTTPRequestHandler):
             if entries is None:
                 raise HubError(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": sha})
             return self._send_json(200, entries, {"X-Repo-Commit": sha})
+        if tail[0] == "paths-info" and len(tail) >= 2 and method == "POST":
+            sha = self._revision(repo, "/".join(tail[1:]))
+            form = parse_qs(self.body.decode(), keep_blank_values=True)
+            entries = hub_repos.paths_info(repo, form.get("paths", []))
+            return self._send_json(200, entries, {"X-Repo-Commit": sha})
         if tail == ["auth-check"]:
             self._check_gate(repo)
             return self._send_json(200, {})
@@ -324,14 +317,18 @@ class Handler(BaseHTTPRequestHandler):
                 "orgs": [],
                 "auth": {
                     "type": "access_token",
-                    "accessToken": {"displayName": "standin", "role": self.user["role"], "createdAt": "2024-01-01T00:00:00.000Z"},
+                    "accessToken": {
+                        "displayName": "standin",
+                        "role": self.user["role"],
+                        "createdAt": "2024-01-01T00:00:00.000Z",
+                    },
                 },
             },
         )
 
     # ------------------------------------------------------------------ discussions
     def _discussions(self, method: str, repo: hub_repos.Repo, tail: list[str]) -> None:
-        state = self.state
+        store = self.state.discussions
         if method == "POST" and not tail:
             if self.user is None:
                 raise HubError(401, "You must be authenticated to open a discussion.")
@@ -342,62 +339,19 @@ class Handler(BaseHTTPRequestHandler):
             title = str(body.get("title", "")).strip()
             if not title:
                 raise HubError(400, "title is required")
-            with state.lock:
-                items = state.discussions.setdefault(repo.id, [])
-                entry = {
-                    "num": len(items) + 1,
-                    "title": title,
-                    "description": str(body.get("description", "")),
-                    "isPullRequest": bool(body.get("pullRequest", False)),
-                    "author": self.user["name"],
-                    "createdAt": _now(),
-                }
-                items.append(entry)
-                state.posts.append({"repo": repo.id, "token": self.user["token"], **entry})
-            return self._send_json(200, {"num": entry["num"], "url": {"api": f"/api/models/{repo.id}/discussions/{entry['num']}"}})
+            num = store.create(
+                repo.id, title, str(body.get("description", "")), bool(body.get("pullRequest", False)), self.user
+            )
+            return self._send_json(200, {"num": num, "url": {"api": f"/api/models/{repo.id}/discussions/{num}"}})
         if method != "GET":
             raise HubError(405, "Method not allowed")
-        with state.lock:
-            items = list(state.discussions.get(repo.id, []))
         if not tail:
-            page = int(self.query.get("p", ["0"])[0] or 0)
-            per_page = 50
-            chunk = items[::-1][page * per_page : (page + 1) * per_page]
-            return self._send_json(
-                200,
-                {"discussions": [self._discussion(repo, d) for d in chunk], "count": len(items), "start": page * per_page, "numClosedDiscussions": 0},
-            )
-        found = [d for d in items if str(d["num"]) == tail[0]] if len(tail) == 1 else []
-        if not found:
+            page = self.query.get("p", ["0"])[0]
+            return self._send_json(200, store.page(repo.id, int(page) if page.isdigit() else 0))
+        details = store.details(repo.id, tail[0]) if len(tail) == 1 else None
+        if details is None:
             raise HubError(404, "Discussion not found")
-        d = found[0]
-        details = self._discussion(repo, d)
-        details["events"] = [
-            {
-                "id": hub_repos.git_blob_sha1(f"{repo.id}#{d['num']}".encode())[:24],
-                "type": "comment",
-                "createdAt": d["createdAt"],
-                "author": {"name": d["author"]},
-                "data": {"edited": False, "hidden": False, "latest": {"raw": d["description"], "html": d["description"]}},
-            }
-        ]
-        if d["isPullRequest"]:
-            details.update({"changes": {"base": "refs/heads/main"}, "filesWithConflicts": [], "diff": ""})
         self._send_json(200, details)
-
-    @staticmethod
-    def _discussion(repo: hub_repos.Repo, d: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "num": d["num"],
-            "title": d["title"],
-            "status": "draft" if d["isPullRequest"] else "open",
-            "isPullRequest": d["isPullRequest"],
-            "createdAt": d["createdAt"],
-            "author": {"name": d["author"]},
-            "repo": {"name": repo.id, "type": "model"},
-            "numComments": 1,
-            "pinned": False,
-        }
 
     # ------------------------------------------------------------------ /{id}/resolve/{rev}/{path}
     def _resolve(self, repo: hub_repos.Repo, revision: str, path: str) -> None:
