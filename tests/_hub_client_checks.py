@@ -139,6 +139,8 @@ def main() -> None:
     # safetensors metadata
     for repo_id in INDEXED + SINGLE:
         check(f"st:{repo_id}", lambda repo_id=repo_id: safetensors_summary(repo_id))
+    check("st_sharded_endpoint", lambda: (lambda m: [m.parameter_count, len(m.files_metadata), m.metadata])(
+        api.get_sharded_safetensors_metadata("mistralai/Mixtral-8x7B-v0.1")))
     check("st_mismatch", lambda: get_safetensors_metadata("estimator-test/tiny-llama-mismatch")
           .files_metadata["model.safetensors"].tensors["model.layers.1.mlp.up_proj.weight"].shape)
     check("st_gated_anon", lambda: safetensors_summary("estimator-test/gated-model"))

@@ -294,6 +294,22 @@ def model_info(repo: Repo, expand: list[str] | None = None, blobs: bool = False)
     return info
 
 
+def sharded_safetensors_metadata(repo: Repo, index_path: str) -> dict[str, Any] | None:
+    """``GET /api/models/{id}/safetensors-metadata/{index}``: the index (minus weight_map) + every shard header."""
+    index_file = repo.files.get(index_path)
+    if index_file is None or index_file.data is None or not index_path.endswith(".safetensors.index.json"):
+        return None
+    index = json.loads(index_file.data)
+    folder = index_path.rsplit("/", 1)[0] + "/" if "/" in index_path else ""
+    headers = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        file = repo.files.get(folder + shard)
+        if file is None or not file.prefix:
+            return None
+        headers[shard] = json.loads(file.prefix[8:])
+    return {"index": {k: v for k, v in index.items() if k != "weight_map"}, "headers": headers}
+
+
 def file_entry(file: RepoFile) -> dict[str, Any]:
     """A tree / paths-info entry for one file."""
     entry: dict[str, Any] = {"type": "file", "oid": file.blob_id, "size": file.size, "path": file.path}

@@ -63,7 +63,7 @@ any other token -> 401 ``Invalid credentials in Authorization header``.
 
 Endpoints: ``GET /api/models/{id}[/revision/{rev}]`` (``expand=``/``expand[]=``, ``blobs=True``),
 ``GET /api/models/{id}/tree/{rev}[/{path}]`` (``recursive=``), ``POST /api/models/{id}/paths-info/{rev}``,
-``GET /api/models/{id}/auth-check``,
+``GET /api/models/{id}/auth-check``, ``GET /api/models/{id}/safetensors-metadata/{index path}``,
 ``HEAD|GET /{id}/resolve/{rev}/{path}`` (Range -> 206), ``GET /api/whoami-v2``,
 ``GET|POST /api/models/{id}/discussions``, ``GET /api/models/{id}/discussions/{num}``; test-only
 ``GET /_standin/discussions`` (every received post: repo, title, description, token, author, num) and
@@ -99,7 +99,7 @@ EXPOSE = (
     "X-Repo-Commit,X-Request-Id,X-Error-Code,X-Error-Message,X-Total-Count,ETag,Link,Accept-Ranges,"
     "Content-Range,X-Linked-Size,X-Linked-ETag"
 )
-API_SUFFIXES = {"revision", "tree", "discussions", "auth-check", "paths-info"}
+API_SUFFIXES = {"revision", "tree", "discussions", "auth-check", "paths-info", "safetensors-metadata"}
 
 
 class HubError(Exception):
@@ -291,6 +291,12 @@ class Handler(BaseHTTPRequestHandler):
             form = parse_qs(self.body.decode(), keep_blank_values=True)
             entries = hub_repos.paths_info(repo, form.get("paths", []))
             return self._send_json(200, entries, {"X-Repo-Commit": sha})
+        if tail[0] == "safetensors-metadata" and len(tail) >= 2:
+            self._check_gate(repo)
+            doc = hub_repos.sharded_safetensors_metadata(repo, "/".join(tail[1:]))
+            if doc is None:
+                raise HubError(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": repo.sha})
+            return self._send_json(200, doc)
         if tail == ["auth-check"]:
             self._check_gate(repo)
             return self._send_json(200, {})

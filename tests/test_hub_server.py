@@ -179,6 +179,7 @@ def test_safetensors_parameter_counts_match_hub_reference(checks: dict[str, Any]
     assert ok(checks, "st:google-bert/bert-base-cased")["params"] == {"F32": 108_932_934}
     assert ok(checks, "st:estimator-test/tiny-llama")["params"] == {"F32": 202_048}
     assert ok(checks, "st:timm/resnet50.a1_in1k")["params"]["F32"] > 25_000_000
+    assert ok(checks, "st_sharded_endpoint") == [{"BF16": 46_702_792_704}, 19, {"total_size": 93_405_585_408}]
     assert ok(checks, "st_mismatch") == [100, 64]
     err(checks, "st_gated_anon", "GatedRepoError", 401)
     err(checks, "st_not_safetensors", "NotASafetensorsRepoError", None)
