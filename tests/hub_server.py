@@ -34,6 +34,12 @@ tiny-llama fixtures. Shapes: tests/hub_data/shapes/ (tests/hub_data/make_shapes.
 match the Hub's recorded ones where known (bloom 176,247,271,424 BF16; gpt2 137,022,720; roberta
 124,697,433 + 514 I64; MiniLM 22,713,216 + 512 I64; bert-base-uncased layout 110,106,428).
 
+Config-only repos (no weight files, so no ``safetensors`` in model_info and ``NotASafetensorsRepoError``
+from get_safetensors_metadata): Qwen2.5-7B, DeepSeek-R1/V3 (their ``auto_map`` .py files are not served),
+Llama-3.2-3B, Llama-3.1-70B/405B, Mistral-7B-v0.1, gemma-7b, SDXL (pipeline configs only). Llama-2-7b-hf
+serves ``pytorch_model.bin.index.json`` but not its .bin shards. all-MiniLM-L6-v2 is at the mirror commit
+fa97f6e7 (its recorded model_info base says c9745ed1; the served sha is fa97f6e7 throughout).
+
 Fault-mode repos (``estimator-test/``; each has a tiny Llama config.json unless said otherwise):
 
 * ``gated-model``: ``gated: "manual"``; model_info is public; files: 401 GatedRepo anonymous, 403 GatedRepo
@@ -43,7 +49,9 @@ Fault-mode repos (``estimator-test/``; each has a tiny Llama config.json unless 
 * ``no-config``: README.md only; config.json -> 404 EntryNotFound (with X-Repo-Commit).
 * ``rate-limited``: 429 on every request with ``RateLimit: "api";r=0;t=N`` (N = $HUB_STANDIN_RATELIMIT_RESET,
   default 0, so that clients that retry do so quickly) and ``RateLimit-Policy``.
-* ``server-error``: 503 on every request (``Retry-After: 0``).
+* ``server-error``: 503 on every request (``Retry-After: 0``). model_info raises HfHubHTTPError (429/503) at
+  once; hf_hub_download retries five times (~1 s apart with these headers, ~5 s in all) and then raises
+  LocalEntryNotFoundError (client behaviour: the HTTP error is its ``__cause__``).
 * ``slow``: every request delayed by $HUB_STANDIN_SLOW_SECONDS seconds (default 30), then served normally;
   other requests are not blocked (threading server).
 * ``malformed-config``: config.json is not valid JSON; ``absurd-config``: llama config with
@@ -156,6 +164,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(err.status, {"error": err.message}, headers)
         except (BrokenPipeError, ConnectionResetError):
             pass
+        except Exception as exc:  # a stand-in bug: answer 500 rather than dropping the connection
+            self.log_error("internal error on %s: %r", self.path, exc)
+            self._send_json(500, {"error": f"stand-in internal error: {exc!r}"})
 
     def _auth(self) -> dict[str, Any] | None:
         header = self.headers.get("Authorization", "")
