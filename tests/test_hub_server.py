@@ -266,3 +266,36 @@ print(json.dumps(out))
     assert out["slow"] in ("ReadTimeout", "TimeoutException", "ConnectTimeout"), out
     # the gpt2 call is answered while the slow request is still pending (delay 4 s); the slow one times out at ~1 s
     assert out["fast_s"] < 3.0 and out["slow_s"] < 3.5, out
+
+
+# ----------------------------------------------------------------------------- in-process API, test-only endpoints
+
+
+def test_in_process_server_discussion_log_and_reset() -> None:
+    def call(url: str, data: bytes | None = None, token: str | None = None) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as resp:
+                return resp.status, json.load(resp)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.load(exc)
+
+    body = json.dumps({"title": " t ", "description": "d", "pullRequest": False}).encode()
+    with HubStandIn() as hub:
+        api = f"{hub.url}/api/models/FacebookAI/roberta-base/discussions"
+        assert call(api, body)[0] == 401
+        assert call(api, body, token="hf_not_a_token") == (401, {"error": "Invalid credentials in Authorization header"})
+        created = call(api, body, token="hf_standin_unapproved")
+        assert created == (200, {"num": 1, "url": {"api": "/api/models/FacebookAI/roberta-base/discussions/1"}})
+        status, posts = call(f"{hub.url}/_standin/discussions")
+        assert status == 200 and [(p["repo"], p["title"], p["description"], p["token"], p["author"]) for p in posts] == [
+            ("FacebookAI/roberta-base", "t", "d", "hf_standin_unapproved", "standin-unapproved")
+        ]
+        assert call(f"{hub.url}/api/models/FacebookAI/roberta-base/discussions?p=0")[1]["count"] == 1
+        assert call(f"{hub.url}/_standin/reset", b"")[0] == 200
+        assert call(f"{hub.url}/_standin/discussions") == (200, [])
+        assert call(f"{hub.url}/api/models/FacebookAI/roberta-base/discussions")[1]["count"] == 0
+        expanded = call(f"{hub.url}/api/models/FacebookAI/roberta-base?expand[]=safetensors&expand[]=gated")[1]
+        assert set(expanded) == {"_id", "id", "safetensors", "gated"}
+        assert expanded["safetensors"] == {"parameters": {"F32": 124_697_433, "I64": 514}, "total": 124_697_947}
