@@ -92,6 +92,10 @@ def info_summary(repo_id: str, **kwargs: Any) -> dict[str, Any]:
     }
 
 
+def tree_sizes(repo_id: str, **kwargs: Any) -> dict[str, int | None]:
+    return {e.path: getattr(e, "size", None) for e in api.list_repo_tree(repo_id, **kwargs)}
+
+
 def download_text(repo_id: str, filename: str, **kwargs: Any) -> str:
     return Path(hf_hub_download(repo_id, filename, **kwargs)).read_text()
 
@@ -120,8 +124,10 @@ def main() -> None:
     check("info_timm", lambda: info_summary("timm/resnet50.a1_in1k"))
     check("info_remote_code", lambda: info_summary("estimator-test/remote-code"))
     check("info_reconstructed", lambda: api.model_info("meta-llama/Llama-3.1-70B").config)
-    check("tree_minilm", lambda: {e.path: getattr(e, "size", None) for e in api.list_repo_tree("sentence-transformers/all-MiniLM-L6-v2", recursive=True)})
-    check("tree_gguf", lambda: {e.path: getattr(e, "size", None) for e in api.list_repo_tree("estimator-test/gguf-only")})
+    check("tree_minilm", lambda: tree_sizes("sentence-transformers/all-MiniLM-L6-v2", recursive=True))
+    check("tree_gguf", lambda: tree_sizes("estimator-test/gguf-only"))
+    check("paths_info", lambda: {e.path: [type(e).__name__, getattr(e, "size", None)] for e in api.get_paths_info(
+        "stabilityai/stable-diffusion-xl-base-1.0", ["unet", "unet/config.json", "missing.txt"])})
     # downloads
     check("dl_llama_config", lambda: download_text("meta-llama/Llama-3.1-8B", "config.json"))
     check("dl_legacy_bert_config", lambda: download_text("bert-base-cased", "config.json"))
@@ -133,7 +139,10 @@ def main() -> None:
     # safetensors metadata
     for repo_id in INDEXED + SINGLE:
         check(f"st:{repo_id}", lambda repo_id=repo_id: safetensors_summary(repo_id))
-    check("st_mismatch", lambda: get_safetensors_metadata("estimator-test/tiny-llama-mismatch").files_metadata["model.safetensors"].tensors["model.layers.1.mlp.up_proj.weight"].shape)
+    check("st_sharded_endpoint", lambda: (lambda m: [m.parameter_count, len(m.files_metadata), m.metadata])(
+        api.get_sharded_safetensors_metadata("mistralai/Mixtral-8x7B-v0.1")))
+    check("st_mismatch", lambda: get_safetensors_metadata("estimator-test/tiny-llama-mismatch")
+          .files_metadata["model.safetensors"].tensors["model.layers.1.mlp.up_proj.weight"].shape)
     check("st_gated_anon", lambda: safetensors_summary("estimator-test/gated-model"))
     check("st_not_safetensors", lambda: safetensors_summary("estimator-test/no-config"))
     # fault modes

@@ -294,6 +294,47 @@ def model_info(repo: Repo, expand: list[str] | None = None, blobs: bool = False)
     return info
 
 
+def sharded_safetensors_metadata(repo: Repo, index_path: str) -> dict[str, Any] | None:
+    """``GET /api/models/{id}/safetensors-metadata/{index}``: the index (minus weight_map) + every shard header."""
+    index_file = repo.files.get(index_path)
+    if index_file is None or index_file.data is None or not index_path.endswith(".safetensors.index.json"):
+        return None
+    index = json.loads(index_file.data)
+    folder = index_path.rsplit("/", 1)[0] + "/" if "/" in index_path else ""
+    headers = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        file = repo.files.get(folder + shard)
+        if file is None or not file.prefix:
+            return None
+        headers[shard] = json.loads(file.prefix[8:])
+    return {"index": {k: v for k, v in index.items() if k != "weight_map"}, "headers": headers}
+
+
+def file_entry(file: RepoFile) -> dict[str, Any]:
+    """A tree / paths-info entry for one file."""
+    entry: dict[str, Any] = {"type": "file", "oid": file.blob_id, "size": file.size, "path": file.path}
+    lfs = file.lfs_info()
+    if lfs:
+        entry["lfs"] = lfs
+    return entry
+
+
+def _dir_entry(path: str) -> dict[str, Any]:
+    return {"type": "directory", "oid": git_blob_sha1(path.encode()), "size": 0, "path": path}
+
+
+def paths_info(repo: Repo, paths: list[str]) -> list[dict[str, Any]]:
+    """``POST /api/models/{id}/paths-info/{rev}``: entries for the existing paths (files or folders)."""
+    out = []
+    for path in paths:
+        path = path.strip("/")
+        if path in repo.files:
+            out.append(file_entry(repo.files[path]))
+        elif path and any(p.startswith(path + "/") for p in repo.files):
+            out.append(_dir_entry(path))
+    return out
+
+
 def tree(repo: Repo, prefix: str, recursive: bool) -> list[dict[str, Any]] | None:
     """``GET /api/models/{id}/tree/{rev}/{prefix}`` entries, or None when ``prefix`` does not exist."""
     prefix = prefix.strip("/")
@@ -309,13 +350,9 @@ def tree(repo: Repo, prefix: str, recursive: bool) -> list[dict[str, Any]] | Non
             if not recursive and depth > 1:
                 break
             sub = base + "/".join(rest[:depth])
-            entries.setdefault(sub, {"type": "directory", "oid": git_blob_sha1(sub.encode()), "size": 0, "path": sub})
+            entries.setdefault(sub, _dir_entry(sub))
         if recursive or len(rest) == 1:
-            entry: dict[str, Any] = {"type": "file", "oid": file.blob_id, "size": file.size, "path": path}
-            lfs = file.lfs_info()
-            if lfs:
-                entry["lfs"] = lfs
-            entries[path] = entry
+            entries[path] = file_entry(file)
     if prefix and not entries:
         return None
     return [entries[k] for k in sorted(entries)]
