@@ -35,9 +35,9 @@ every shard named by ``model.safetensors.index.json`` of bloom (BF16), Mixtral-8
 ``experts.N.w1/w2/w3``), Llama-3.1-8B (BF16), Llama-2-7b-hf and llama-7b (F16 + F32 ``rotary_emb.inv_freq``),
 gemma-2b-it (BF16), and the six reconstructed indexes above (BF16; Qwen2.5 with q/k/v biases; gemma-7b
 and Llama-3.2-3B tied, no ``lm_head.weight``) -- each matches the index's ``total_size`` exactly; and a
-single ``model.safetensors`` (F32) for bert-base-cased (legacy ``bert.*``/``cls.*`` keys with LayerNorm gamma/beta), gpt2 (with the
-``h.N.attn.bias`` mask buffers), roberta-base (+ I64 position_ids), all-MiniLM-L6-v2 (+ I64 position_ids),
-the timm repos (timm state dict incl. BatchNorm buffers -- an approximation of the real key set) and the
+single ``model.safetensors`` (F32) for bert-base-cased (legacy ``bert.*``/``cls.*`` keys with LayerNorm
+gamma/beta), gpt2 (with the ``h.N.attn.bias`` mask buffers), roberta-base (+ I64 position_ids),
+all-MiniLM-L6-v2 (+ I64 position_ids), the timm repos (timm state dict incl. BatchNorm buffers -- an approximation of the real key set) and the
 tiny-llama fixtures. Shapes: tests/hub_data/shapes/ (tests/hub_data/make_shapes.py). Parameter counts
 match the Hub's recorded ones where known (bloom 176,247,271,424 BF16; gpt2 137,022,720; roberta
 124,697,433 + 514 I64; MiniLM 22,713,216 + 512 I64; bert-base-uncased layout 110,106,428; Llama-3.1-70B
@@ -47,7 +47,8 @@ Llama-3.2-3B 3,212,749,824; Qwen2.5-7B 7,615,616,512).
 Config-only repos (no weight files, so no ``safetensors`` in model_info and ``NotASafetensorsRepoError``
 from get_safetensors_metadata): DeepSeek-R1/V3 (their ``auto_map`` .py files are not served), SDXL
 (pipeline configs only). Llama-2-7b-hf serves ``pytorch_model.bin.index.json`` but not its .bin shards.
-all-MiniLM-L6-v2 is at the mirror commit fa97f6e7 (its recorded model_info base says c9745ed1; the served sha is fa97f6e7 throughout).
+all-MiniLM-L6-v2 is at the mirror commit fa97f6e7 (its recorded model_info base says c9745ed1; the served
+sha is fa97f6e7 throughout).
 
 Fault-mode repos (``estimator-test/``; each has a tiny Llama config.json unless said otherwise):
 
