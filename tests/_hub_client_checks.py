@@ -33,6 +33,14 @@ INDEXED = [
     "huggyllama/llama-7b",
     "google/gemma-2b-it",
 ]
+RECONSTRUCTED = [  # served with a reconstructed model.safetensors.index.json (tests/hub_data/reconstructed/)
+    "meta-llama/Llama-3.1-70B",
+    "meta-llama/Llama-3.1-405B",
+    "mistralai/Mistral-7B-v0.1",
+    "google/gemma-7b",
+    "meta-llama/Llama-3.2-3B",
+    "Qwen/Qwen2.5-7B",
+]
 SINGLE = [
     "google-bert/bert-base-cased",
     "openai-community/gpt2",
@@ -73,6 +81,8 @@ def safetensors_summary(repo_id: str) -> dict[str, Any]:
         "data_bytes": data_bytes,
         "end_offsets": end_offsets,
         "total_size": (meta.metadata or {}).get("total_size"),
+        "shards": sorted(meta.files_metadata),
+        "layout": {k: k in meta.weight_map for k in ("lm_head.weight", "model.layers.0.self_attn.q_proj.bias")},
     }
 
 
@@ -137,8 +147,10 @@ def main() -> None:
     check("range_request", lambda: (lambda r: [r.status_code, r.headers.get("content-range"), len(r.content)])(
         get_session().get(hf_hub_url("openai-community/gpt2", "model.safetensors"), headers={"Range": "bytes=0-7"})))
     # safetensors metadata
-    for repo_id in INDEXED + SINGLE:
+    for repo_id in INDEXED + RECONSTRUCTED + SINGLE:
         check(f"st:{repo_id}", lambda repo_id=repo_id: safetensors_summary(repo_id))
+    check("info_reconstructed_files", lambda: {r: get_session().get(f"{api.endpoint}/api/models/{r}").json().get(
+        "standin_reconstructed") for r in ["Qwen/Qwen2.5-7B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-8B"]})
     check("st_sharded_endpoint", lambda: (lambda m: [m.parameter_count, len(m.files_metadata), m.metadata])(
         api.get_sharded_safetensors_metadata("mistralai/Mixtral-8x7B-v0.1")))
     check("st_mismatch", lambda: get_safetensors_metadata("estimator-test/tiny-llama-mismatch")

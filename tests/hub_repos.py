@@ -8,6 +8,10 @@ fixture-repo files) plus *virtual* files whose bytes are generated on demand:
   to the full declared size. Shapes come from ``tests/hub_data/shapes/*.json`` (make_shapes.py);
 * declared-size blobs (GGUF): a GGUF v3 magic, zero tensor/kv counts, then zeros.
 
+A repo's ``overlay`` folder (``hub_data/reconstructed/<org>/<name>/``) is served on top of its ``dir``; its
+``reconstructed`` list (plus every shard named by a reconstructed index) is model_info's
+``standin_reconstructed``: the files that are reconstructions rather than byte-exact Hub copies.
+
 Only the requested byte range of a virtual file is ever materialised.
 """
 
@@ -120,6 +124,7 @@ class Repo:
     files: dict[str, RepoFile] = field(default_factory=dict)
     param_counts: dict[str, int] | None = None
     info_base: dict[str, Any] | None = None
+    reconstructed: list[str] = field(default_factory=list)  # paths that are reconstructions, not Hub copies
 
     @property
     def gated(self) -> str | bool:
@@ -158,14 +163,15 @@ def load_repo(meta: dict[str, Any]) -> Repo:
     """Build one Repo from its manifest entry."""
     repo_id = meta["id"]
     sha = meta.get("sha") or hashlib.sha1(repo_id.encode()).hexdigest()
-    repo = Repo(id=repo_id, sha=sha, meta=meta)
-    root = DATA_DIR / meta["dir"]
-    for dirpath, _dirs, names in os.walk(root):
-        for name in names:
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            data = full.read_bytes()
-            repo.files[rel] = RepoFile(path=rel, size=len(data), data=data)
+    repo = Repo(id=repo_id, sha=sha, meta=meta, reconstructed=list(meta.get("reconstructed") or []))
+    # ``overlay``: files served on top of ``dir`` (reconstructed files kept out of the exact-copy folders)
+    for root in [DATA_DIR / meta["dir"]] + ([DATA_DIR / meta["overlay"]] if meta.get("overlay") else []):
+        for dirpath, _dirs, names in os.walk(root):
+            for name in names:
+                full = Path(dirpath) / name
+                rel = full.relative_to(root).as_posix()
+                data = full.read_bytes()
+                repo.files[rel] = RepoFile(path=rel, size=len(data), data=data)
     kind = meta.get("safetensors")
     if kind:
         tensors = _load_shapes(meta.get("shapes", repo_id.replace("/", "__")))
@@ -179,6 +185,8 @@ def load_repo(meta: dict[str, Any]) -> Repo:
                 shards.setdefault(shard, {})[name] = tensors[name]
             for shard, members in shards.items():
                 repo.files[shard] = safetensors_file(shard, members, repo_id)
+            if "model.safetensors.index.json" in repo.reconstructed:
+                repo.reconstructed += sorted(shards)  # shard names/contents follow the reconstructed index
     for path, size in (meta.get("virtual_files") or {}).items():
         repo.files[path] = gguf_file(path, size, repo_id)
     repo.files = dict(sorted(repo.files.items()))
@@ -286,8 +294,8 @@ def model_info(repo: Repo, expand: list[str] | None = None, blobs: bool = False)
         info.pop("safetensors", None)
     if repo.meta.get("gguf"):
         info["gguf"] = repo.meta["gguf"]
-    if repo.meta.get("reconstructed"):
-        info["standin_reconstructed"] = True
+    if repo.reconstructed:
+        info["standin_reconstructed"] = sorted(repo.reconstructed)
     info = {k: v for k, v in info.items() if v is not None or k in ("pipeline_tag",)}
     if expand:
         return {"_id": info["_id"], "id": repo.id, **{k: info[k] for k in expand if k in info}}

@@ -15,30 +15,40 @@ Repos (data in tests/hub_data/repos.json; revision ``main`` and the 40-hex sha r
   ``openai-community/gpt2`` (legacy ``gpt2``), ``sentence-transformers/all-MiniLM-L6-v2``,
   ``stabilityai/stable-diffusion-xl-base-1.0``. The meta-llama and gemma repos are gated on the real Hub
   but open here (gating is tested through ``estimator-test/gated-model``).
-* reconstructed configs (tests/hub_data/models_unverified/, model_info has ``standin_reconstructed: true``):
-  ``meta-llama/Llama-3.1-70B``, ``meta-llama/Llama-3.1-405B``, ``mistralai/Mistral-7B-v0.1``,
-  ``google/gemma-7b``, ``deepseek-ai/DeepSeek-V3``; and the timm repos ``timm/resnet50.a1_in1k``,
-  ``timm/vit_base_patch16_224.augreg2_in21k_ft_in1k`` (timm-layout config.json from timm 1.0's
-  pretrained_cfg, library_name ``timm``).
+* reconstructed configs (tests/hub_data/models_unverified/): ``meta-llama/Llama-3.1-70B``,
+  ``meta-llama/Llama-3.1-405B``, ``mistralai/Mistral-7B-v0.1``, ``google/gemma-7b``, ``deepseek-ai/DeepSeek-V3``;
+  and the timm repos ``timm/resnet50.a1_in1k``, ``timm/vit_base_patch16_224.augreg2_in21k_ft_in1k``
+  (timm-layout config.json from timm 1.0's pretrained_cfg, library_name ``timm``).
+* RECONSTRUCTED sharded indexes (tests/hub_data/reconstructed/<org>/<name>/model.safetensors.index.json,
+  written by make_shapes.py and served as an overlay on the repo folder, so the exact copies stay untouched):
+  Llama-3.1-70B (30 shards), Llama-3.1-405B (191), Mistral-7B-v0.1 (2), gemma-7b (4), Llama-3.2-3B (2),
+  Qwen2.5-7B (4). The family's real key layout, BF16, real shard count/naming and an exact total_size; the
+  tensor-to-shard assignment is synthetic (size-balanced, state-dict order), not the real checkpoint's.
+* model_info ``standin_reconstructed`` (only on such repos) lists every served file that is a
+  reconstruction rather than a byte-exact Hub copy: the configs above, the timm ``model.safetensors``, and
+  each reconstructed index together with every shard it names.
 * Legacy ids answer 307 with a relative ``Location`` to the canonical id, for /api/models and /resolve URLs.
 
 Header-only safetensors (virtual bytes: real header, then zeros up to the declared size; only the
 requested Range is generated; ETag/lfs sha256 is a deterministic stand-in digest, not the content's):
 every shard named by ``model.safetensors.index.json`` of bloom (BF16), Mixtral-8x7B (BF16, unfused
 ``experts.N.w1/w2/w3``), Llama-3.1-8B (BF16), Llama-2-7b-hf and llama-7b (F16 + F32 ``rotary_emb.inv_freq``),
-gemma-2b-it (BF16) -- each matches the index's ``total_size`` exactly; and a single ``model.safetensors``
-(F32) for bert-base-cased (legacy ``bert.*``/``cls.*`` keys with LayerNorm gamma/beta), gpt2 (with the
-``h.N.attn.bias`` mask buffers), roberta-base (+ I64 position_ids), all-MiniLM-L6-v2 (+ I64 position_ids),
-the timm repos (timm state dict incl. BatchNorm buffers -- an approximation of the real key set) and the
+gemma-2b-it (BF16), and the six reconstructed indexes above (BF16; Qwen2.5 with q/k/v biases; gemma-7b
+and Llama-3.2-3B tied, no ``lm_head.weight``) -- each matches the index's ``total_size`` exactly; and a
+single ``model.safetensors`` (F32) for bert-base-cased (legacy ``bert.*``/``cls.*`` keys with LayerNorm
+gamma/beta), gpt2 (with the ``h.N.attn.bias`` mask buffers), roberta-base (+ I64 position_ids),
+all-MiniLM-L6-v2 (+ I64 position_ids), the timm repos (timm state dict incl. BatchNorm buffers -- an approximation of the real key set) and the
 tiny-llama fixtures. Shapes: tests/hub_data/shapes/ (tests/hub_data/make_shapes.py). Parameter counts
 match the Hub's recorded ones where known (bloom 176,247,271,424 BF16; gpt2 137,022,720; roberta
-124,697,433 + 514 I64; MiniLM 22,713,216 + 512 I64; bert-base-uncased layout 110,106,428).
+124,697,433 + 514 I64; MiniLM 22,713,216 + 512 I64; bert-base-uncased layout 110,106,428; Llama-3.1-70B
+70,553,706,496; Llama-3.1-405B 405,853,388,800; Mistral-7B-v0.1 7,241,732,096; gemma-7b 8,537,680,896;
+Llama-3.2-3B 3,212,749,824; Qwen2.5-7B 7,615,616,512).
 
 Config-only repos (no weight files, so no ``safetensors`` in model_info and ``NotASafetensorsRepoError``
-from get_safetensors_metadata): Qwen2.5-7B, DeepSeek-R1/V3 (their ``auto_map`` .py files are not served),
-Llama-3.2-3B, Llama-3.1-70B/405B, Mistral-7B-v0.1, gemma-7b, SDXL (pipeline configs only). Llama-2-7b-hf
-serves ``pytorch_model.bin.index.json`` but not its .bin shards. all-MiniLM-L6-v2 is at the mirror commit
-fa97f6e7 (its recorded model_info base says c9745ed1; the served sha is fa97f6e7 throughout).
+from get_safetensors_metadata): DeepSeek-R1/V3 (their ``auto_map`` .py files are not served), SDXL
+(pipeline configs only). Llama-2-7b-hf serves ``pytorch_model.bin.index.json`` but not its .bin shards.
+all-MiniLM-L6-v2 is at the mirror commit fa97f6e7 (its recorded model_info base says c9745ed1; the served
+sha is fa97f6e7 throughout).
 
 Fault-mode repos (``estimator-test/``; each has a tiny Llama config.json unless said otherwise):
 

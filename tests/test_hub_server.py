@@ -170,6 +170,39 @@ def test_sharded_safetensors_match_index_total_size(checks: dict[str, Any], repo
     assert summary["data_bytes"] == summary["end_offsets"] == summary["total_size"] == index["metadata"]["total_size"]
 
 
+# (published Hub parameter count, shard count, has lm_head.weight, has q/k/v biases)
+RECONSTRUCTED = {
+    "meta-llama/Llama-3.1-70B": (70_553_706_496, 30, True, False),
+    "meta-llama/Llama-3.1-405B": (405_853_388_800, 191, True, False),
+    "mistralai/Mistral-7B-v0.1": (7_241_732_096, 2, True, False),
+    "google/gemma-7b": (8_537_680_896, 4, False, False),
+    "meta-llama/Llama-3.2-3B": (3_212_749_824, 2, False, False),
+    "Qwen/Qwen2.5-7B": (7_615_616_512, 4, True, True),
+}
+
+
+@pytest.mark.parametrize("repo_id", list(RECONSTRUCTED))
+def test_reconstructed_sharded_safetensors(checks: dict[str, Any], repo_id: str) -> None:
+    params, n_shards, lm_head, qkv_bias = RECONSTRUCTED[repo_id]
+    summary = ok(checks, f"st:{repo_id}")
+    index = json.loads((DATA / "reconstructed" / repo_id / "model.safetensors.index.json").read_text())
+    assert summary["params"] == {"BF16": params} and summary["sharded"]
+    assert summary["shards"] == [f"model-{k:05d}-of-{n_shards:05d}.safetensors" for k in range(1, n_shards + 1)]
+    assert summary["data_bytes"] == summary["end_offsets"] == summary["total_size"] == index["metadata"]["total_size"]
+    assert summary["total_size"] == 2 * params
+    assert summary["layout"] == {"lm_head.weight": lm_head, "model.layers.0.self_attn.q_proj.bias": qkv_bias}
+    assert not (DATA / "models" / repo_id / "model.safetensors.index.json").exists()  # exact copies untouched
+
+
+def test_reconstructed_files_are_marked(checks: dict[str, Any]) -> None:
+    marked = ok(checks, "info_reconstructed_files")
+    assert marked["Qwen/Qwen2.5-7B"] == ["model-0000%d-of-00004.safetensors" % k for k in range(1, 5)] + [
+        "model.safetensors.index.json"]  # config.json is an exact copy
+    assert {"config.json", "model.safetensors.index.json", "model-00030-of-00030.safetensors"} <= set(
+        marked["meta-llama/Llama-3.1-70B"])
+    assert marked["meta-llama/Llama-3.1-8B"] is None
+
+
 def test_safetensors_parameter_counts_match_hub_reference(checks: dict[str, Any]) -> None:
     assert ok(checks, "st:bigscience/bloom")["params"] == {"BF16": 176_247_271_424}
     assert ok(checks, "st:openai-community/gpt2")["params"] == {"F32": 137_022_720}
