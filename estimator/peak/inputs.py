@@ -212,7 +212,7 @@ def workload_for(
         if kind is ModelKind.CAUSAL_LM:
             return m(input_ids=ids, **_prefill_kwargs(m))
         if kind is ModelKind.SEQ2SEQ_LM:
-            start = config.decoder_start_token_id
+            start = getattr(config, "decoder_start_token_id", None)
             start = 0 if start is None else int(start)
             decoder_ids = torch.full((ids.shape[0], 1), start, dtype=torch.long)
             return m(input_ids=ids, decoder_input_ids=decoder_ids, **_prefill_kwargs(m))

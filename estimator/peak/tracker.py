@@ -32,6 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from estimator.peak.components import Component
+from estimator.peak.shims import OVERRIDES
 
 __all__ = ["StorageRecord", "StorageTracker"]
 
@@ -128,7 +129,11 @@ class StorageTracker(TorchDispatchMode):
 
     # -- dispatch -----------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        out = func(*args, **(kwargs or {}))
+        override = OVERRIDES.get(func)
+        if override is None:
+            out = func(*args, **(kwargs or {}))
+        else:
+            out = override(func, args, kwargs or {})
         component = self.new_component
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
