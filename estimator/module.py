@@ -18,7 +18,7 @@ So a module too large for this machine costs nothing to estimate: build it under
 ``torch.device("meta")`` and pass it as is.
 
 ``device="cpu"`` adds the workspaces of the CPU convolution kernels (oneDNN), which allocate
-blocked copies of their operands that no aten op shows (see :class:`_OneDnnConvWorkspace`).
+blocked copies of their operands that no aten op shows (see :class:`_CpuKernelWorkspace`).
 ``device="cuda"`` runs the same fakes with CUDA's optimizer defaults (``foreach``); cuDNN
 workspaces and the CUDA caching allocator's rounding are not modelled (a note says so).
 """
@@ -103,10 +103,15 @@ def meta_copy(module: nn.Module) -> nn.Module:
     return copy.deepcopy(module, memo)
 
 
-class _OneDnnConvWorkspace(TorchDispatchMode):
-    """The CPU convolution kernels' hidden allocations, replayed as fake tensors.
+class _CpuKernelWorkspace(TorchDispatchMode):
+    """The CPU kernels' hidden allocations, replayed as fake tensors.
 
-    On CPU, float32 2-d/3-d convolutions run in oneDNN (``aten::mkldnn_convolution``), which
+    Matrix products: BLAS needs each matrix operand to have a unit stride in one of its last two
+    dimensions and a leading dimension at least its size; ``aten::mm``/``addmm``/``bmm`` copy any
+    other operand (the expanded grad of ``output.sum()``, stride 0) into a temporary while the
+    result exists.
+
+    Convolutions: on CPU, float32 2-d/3-d convolutions run in oneDNN (``aten::mkldnn_convolution``), which
     reorders operands into channel-blocked layouts (channels padded to a multiple of 16) in
     buffers the aten op never returns. Measured with the CPU profiler's memory events (torch
     2.14, x86-64):
@@ -169,7 +174,33 @@ class _OneDnnConvWorkspace(TorchDispatchMode):
                 del g2, x2
             del dense
             return out
+        if func in _MATMUL_OPERANDS and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu":
+            out = func(*args, **kwargs)
+            for i in _MATMUL_OPERANDS[func]:
+                operand = args[i]
+                if isinstance(operand, torch.Tensor) and not _blas_compatible(operand):
+                    copy_ = self._alloc(_nbytes(operand))
+                    del copy_
+            return out
         return func(*args, **kwargs)
+
+
+_MATMUL_OPERANDS = {
+    torch.ops.aten.mm.default: (0, 1),
+    torch.ops.aten.bmm.default: (0, 1),
+    torch.ops.aten.addmm.default: (1, 2),
+    torch.ops.aten.baddbmm.default: (1, 2),
+}
+
+
+def _blas_compatible(t: torch.Tensor) -> bool:
+    if t.dim() < 2:
+        return True
+    rows, cols = t.shape[-2], t.shape[-1]
+    s_rows, s_cols = t.stride()[-2], t.stride()[-1]
+    if rows <= 1 or cols <= 1:
+        return True
+    return (s_cols == 1 and s_rows >= cols) or (s_rows == 1 and s_cols >= rows)
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -246,7 +277,7 @@ def simulate_module(
     fake_mode = FakeTensorMode(static_shapes=True)
     materialize(model, fake_mode)
     tracker = StorageTracker()
-    workspace = _OneDnnConvWorkspace(tracker) if device is Device.CPU else contextlib.nullcontext()
+    workspace = _CpuKernelWorkspace(tracker) if device is Device.CPU else contextlib.nullcontext()
     autocast: Any = (
         torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype is not None else contextlib.nullcontext()
     )
