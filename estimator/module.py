@@ -37,7 +37,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from estimator.errors import BadOptionError, InputError, UnsupportedError
-from estimator.options import Component, Device, DType, Mode, Optimizer, parse_dtypes
+from estimator.options import Device, DType, Mode, Optimizer, parse_dtypes
+from estimator.peak.components import Component
 from estimator.result import Estimate, Row
 from estimator.weights import measure, training_adam_bytes
 

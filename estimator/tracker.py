@@ -61,7 +61,7 @@ class TensorChange:
 
     def line(self) -> str:
         return (
-            f"{self.sign} | {self.count} * Size:{str(self.shape):<20} | Memory: {self.nbytes / MiB:.4g} MiB"
+            f"{self.sign} | {self.count} * Size:{self.shape!s:<20} | Memory: {self.nbytes / MiB:.4g} MiB"
             f" | {self.kind} | {self.dtype}"
         )
 
@@ -127,7 +127,7 @@ class MemTracker:
             torch.cuda.reset_peak_memory_stats(self.device)
 
     # -- context -----------------------------------------------------------------------------
-    def __enter__(self) -> MemTracker:
+    def __enter__(self) -> MemTracker:  # noqa: PYI034  (final in practice; Self needs 3.11)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -250,7 +250,7 @@ class _suppress:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, *_: object) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
         return exc_type is not None and issubclass(exc_type, (RuntimeError, NotImplementedError, ReferenceError, AttributeError))
 
 

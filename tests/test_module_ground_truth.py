@@ -100,7 +100,7 @@ def measure(case: str, mode: str) -> int:
     return max(e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def measured_peak(case: str, mode: str) -> int:
     code = f"import json; from tests.test_module_ground_truth import measure; print(json.dumps(measure({case!r}, {mode!r})))"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -39,7 +39,7 @@ def summary(
 ) -> None:
     """Print the torchsummary-style table (torchsummary's ``summary`` printed and returned ``None``)."""
     text, _ = summary_string(model, input_size, batch_size=batch_size, device=device, dtypes=dtypes)
-    print(text)  # noqa: T201  (a compatibility shim: printing is the old tool's contract)
+    print(text)  # a compatibility shim: printing is the old tool's contract
 
 
 def summary_string(
@@ -50,12 +50,14 @@ def summary_string(
     dtypes: Any = None,
 ) -> tuple[str, tuple[int, int]]:
     """The table as a string and ``(total_params, trainable_params)``, as torchsummary's ``summary_string``."""
-    sizes = [tuple(input_size)] if all(isinstance(d, int) for d in input_size) else [tuple(s) for s in input_size]  # type: ignore[arg-type]
+    sizes: list[tuple[int, ...]] = (
+        [tuple(input_size)] if all(isinstance(d, int) for d in input_size) else [tuple(s) for s in input_size]  # type: ignore[arg-type, misc]
+    )
     batch = 1 if batch_size == -1 else batch_size
     input_dtype = dtypes[0] if dtypes else None
     target = str(device).split(":")[0] if str(device).startswith(("cuda", "cpu")) else "cuda"
     s = summarize(
-        model, [(batch, *size) for size in sizes], depth=1 << 30, input_dtype=input_dtype, device=target,  # type: ignore[misc]
+        model, [(batch, *size) for size in sizes], depth=1 << 30, input_dtype=input_dtype, device=target,
     )
     shown_batch = -1 if batch_size == -1 else batch_size
     calls = sorted((c for c in s.calls if c.depth > 0 and c.type not in {k.__name__ for k in CONTAINERS}), key=lambda c: c.finished)
@@ -82,8 +84,10 @@ def summary_string(
         f"Params size (MiB): {s.param_bytes / MiB:.2f}",
         f"Estimated Total Size (MiB): {peak / MiB:.2f}",
         "-" * 64,
-        f"torchsummary's rule (2 x every layer output): forward/backward {old_fb / MiB:.2f} MiB, "
-        f"total {old_total / MiB:.2f} MiB",
+        (
+            f"torchsummary's rule (2 x every layer output): forward/backward {old_fb / MiB:.2f} MiB, "
+            f"total {old_total / MiB:.2f} MiB"
+        ),
         f"Saved for backward (activations autograd keeps): {s.saved_bytes / MiB:.2f} MiB",
     ]
     if row is not None and s.peak is not None:
