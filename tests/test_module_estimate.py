@@ -127,3 +127,19 @@ def test_helpers() -> None:
     assert first_tensor(({"a": t},)) is t
     with pytest.raises(InputError, match="pass loss_fn"):
         first_tensor((None, "x"))
+
+
+def test_value_dependent_forward_gives_a_null_row_with_a_note() -> None:
+    class Gate(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.fc(x)
+            return h * 2 if h.mean().item() > 0 else h
+
+    row = estimate_module(Gate(), (4, 8), device="cpu").row("float32")
+    assert row.peak_bytes is None and row.components == {}
+    assert row.total_bytes == (8 * 8 + 8) * 4
+    assert any("depends on tensor values" in n for n in row.notes)
