@@ -29,6 +29,9 @@ def results() -> dict[tuple[str, str, str], Any]:
 @pytest.mark.parametrize("case", list(CASES))
 def test_simulated_peak_matches_profiler(results: dict[tuple[str, str, str], Any], case: str,
                                          mode: str) -> None:
+    gap = CASES[case].known_gaps.get(mode)
+    if gap:
+        pytest.xfail(gap)
     truth = results[("truth", case, mode)]
     sim = results[("sim", case, mode)]
     assert isinstance(truth, int), f"ground truth failed: {truth}"
