@@ -165,18 +165,27 @@ def _simulate_training(
         _register_model(tracker, model)
         tracker.new_component = Component.INPUTS
         inputs = workload.make_inputs()
-        for step in range(2):
-            if step == 1:
-                tracker.reset_peak()
-            tracker.new_component = Component.ACTIVATIONS
-            loss = workload.train_loss(model, inputs)
-            tracker.new_component = Component.TEMPORARIES
-            loss.backward()
-            del loss
-            tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
-            optimizer.step()
-            tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
-            optimizer.zero_grad(set_to_none=True)
+        # Step 1 only leaves the optimizer states behind (its activations and gradients are freed
+        # by the time step 2 starts), so it is run as gradients + ``optimizer.step()``: the states
+        # are created by AdamW's own lazy initialisation, without a first forward and backward.
+        tracker.new_component = Component.GRADIENTS
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        tracker.new_component = Component.TEMPORARIES
+        optimizer.step()
+        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        optimizer.zero_grad(set_to_none=True)
+        # Step 2, tracked from here.
+        tracker.reset_peak()
+        tracker.new_component = Component.ACTIVATIONS
+        loss = workload.train_loss(model, inputs)
+        tracker.new_component = Component.TEMPORARIES
+        loss.backward()
+        del loss
+        tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
+        optimizer.step()
+        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        optimizer.zero_grad(set_to_none=True)
         snap = tracker.snapshot()
         del inputs
     return snap, tuple(notes)
