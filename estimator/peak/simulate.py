@@ -40,7 +40,8 @@ from estimator.peak.components import Component
 from estimator.peak.formula import formula_components
 from estimator.peak.inputs import ModelKind, Workload, workload_for
 from estimator.peak.materialize import materialize
-from estimator.peak.tracker import PeakSnapshot, StorageTracker
+from estimator.peak.tracker import PeakSnapshot, StorageTracker, WorkspaceModel
+from estimator.peak.workspace import cpu_workspace
 
 __all__ = ["PeakResult", "simulate_peak"]
 
@@ -106,7 +107,7 @@ def simulate_peak(
             if mode == "training":
                 snap, notes = _simulate_training(model, workload, fake_mode, device)
             else:
-                snap, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens)
+                snap, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
         return PeakResult(snap.peak_bytes, snap.components, "simulated", notes)
     except Exception as exc:  # the model's code could not run on fake tensors
         logger.warning("simulation failed for %s: %s", type(model).__name__, exc, exc_info=True)
@@ -133,6 +134,10 @@ def _target_device(model: nn.Module, device: Device) -> Iterator[None]:
         yield
 
 
+def _workspace_model(device: Device) -> WorkspaceModel | None:
+    return cpu_workspace if device == "cpu" else None
+
+
 def _unique_tensors(tensors: Any) -> list[torch.Tensor]:
     return list({id(t): t for t in tensors}.values())
 
@@ -152,7 +157,7 @@ def _simulate_training(
 ) -> tuple[PeakSnapshot, tuple[str, ...]]:
     model.train()
     params = [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
-    tracker = StorageTracker()
+    tracker = StorageTracker(_workspace_model(device))
     notes = [f"training: 2 steps of forward + loss + backward + AdamW, peak of step 2 ({workload.description})"]
     # CPU tensors default to the for-loop AdamW; CUDA tensors to the multi-tensor (foreach) one.
     optimizer = torch.optim.AdamW(params, lr=1e-4, foreach=(device == "cuda"))
@@ -160,18 +165,27 @@ def _simulate_training(
         _register_model(tracker, model)
         tracker.new_component = Component.INPUTS
         inputs = workload.make_inputs()
-        for step in range(2):
-            if step == 1:
-                tracker.reset_peak()
-            tracker.new_component = Component.ACTIVATIONS
-            loss = workload.train_loss(model, inputs)
-            tracker.new_component = Component.TEMPORARIES
-            loss.backward()
-            del loss
-            tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
-            optimizer.step()
-            tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
-            optimizer.zero_grad(set_to_none=True)
+        # Step 1 only leaves the optimizer states behind (its activations and gradients are freed
+        # by the time step 2 starts), so it is run as gradients + ``optimizer.step()``: the states
+        # are created by AdamW's own lazy initialisation, without a first forward and backward.
+        tracker.new_component = Component.GRADIENTS
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        tracker.new_component = Component.TEMPORARIES
+        optimizer.step()
+        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        optimizer.zero_grad(set_to_none=True)
+        # Step 2, tracked from here.
+        tracker.reset_peak()
+        tracker.new_component = Component.ACTIVATIONS
+        loss = workload.train_loss(model, inputs)
+        tracker.new_component = Component.TEMPORARIES
+        loss.backward()
+        del loss
+        tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
+        optimizer.step()
+        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        optimizer.zero_grad(set_to_none=True)
         snap = tracker.snapshot()
         del inputs
     return snap, tuple(notes)
@@ -202,10 +216,11 @@ def _tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:
 
 
 def _simulate_inference(
-    model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, max_new_tokens: int
+    model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, max_new_tokens: int,
+    device: Device,
 ) -> tuple[PeakSnapshot, tuple[str, ...]]:
     model.eval()
-    tracker = StorageTracker()
+    tracker = StorageTracker(_workspace_model(device))
     notes: list[str] = []
     generative = workload.kind in (ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ_LM)
     with fake_mode, torch.no_grad():

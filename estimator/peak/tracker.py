@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,10 @@ from torch.utils._pytree import tree_leaves
 from estimator.peak.components import Component
 from estimator.peak.shims import OVERRIDES
 
-__all__ = ["StorageRecord", "StorageTracker"]
+__all__ = ["StorageRecord", "StorageTracker", "WorkspaceModel"]
+
+# (op, args, outputs) -> bytes of a buffer the kernel allocates internally, invisible to fakes.
+WorkspaceModel = Callable[[Any, tuple[Any, ...], Any], int]
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +77,9 @@ class PeakSnapshot:
 class StorageTracker(TorchDispatchMode):
     """Dispatch mode that tracks live storage bytes; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, workspace: WorkspaceModel | None = None) -> None:
         super().__init__()
+        self._workspace = workspace
         self._records: dict[int, StorageRecord] = {}  # live storages, keyed by StorageImpl address
         self._all: list[StorageRecord] = []
         self._refs: dict[int, weakref.ref[Any]] = {}
@@ -140,7 +144,22 @@ class StorageTracker(TorchDispatchMode):
                 self._see(t, component)
         if func in _RESIZING_OPS:
             self._resync(args[0])
+        if self._workspace is not None:
+            extra = self._workspace(func, args, out)
+            if extra:
+                self._transient(extra)
         return out
+
+    def _transient(self, nbytes: int) -> None:
+        """A kernel-internal buffer, allocated after the op's outputs and freed before it returns."""
+        self._clock += 1
+        rec = StorageRecord(nbytes, self._clock, Component.TEMPORARIES)
+        self._all.append(rec)
+        if self.live_bytes + nbytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes + nbytes
+            self._peak_clock = self._clock
+        self._clock += 1
+        rec.t_free = self._clock
 
     def _resync(self, t: Any) -> None:
         if not isinstance(t, torch.Tensor):
