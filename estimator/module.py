@@ -19,7 +19,8 @@ So a module too large for this machine costs nothing to estimate: build it under
 
 ``device="cpu"`` adds the workspaces of the CPU convolution kernels (oneDNN), which allocate
 blocked copies of their operands that no aten op shows (see :class:`_CpuKernelWorkspace`).
-``device="cuda"`` runs the same fakes with CUDA's optimizer defaults (``foreach``); cuDNN
+``device="cuda"`` runs the same fakes with CUDA's optimizer defaults (``foreach``) and the peak
+simulator's model of CUDA's attention kernels (:mod:`estimator.peak.cuda_sdpa`); cuDNN
 workspaces and the CUDA caching allocator's rounding are not modelled (a note says so).
 """
 
@@ -278,7 +279,12 @@ def simulate_module(
     fake_mode = FakeTensorMode(static_shapes=True)
     materialize(model, fake_mode)
     tracker = StorageTracker()
-    workspace = _CpuKernelWorkspace(tracker) if device is Device.CPU else contextlib.nullcontext()
+    if device is Device.CPU:
+        workspace: Any = _CpuKernelWorkspace(tracker)
+    else:
+        from estimator.peak.cuda_sdpa import cuda_sdpa  # the simulator's model of CUDA's SDPA kernels
+
+        workspace = cuda_sdpa()
     autocast: Any = (
         torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype is not None else contextlib.nullcontext()
     )
