@@ -61,7 +61,7 @@ class LayerCall:
     finished: int = -1  # order in which calls returned (torchsummary lists layers in this order)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Summary:
     """The per-layer table (``layers``) and the totals; ``str()`` is a text table."""
 
@@ -93,6 +93,8 @@ class Summary:
 
     def __str__(self) -> str:
         return render(self)
+
+    __repr__ = __str__  # a notebook shows the table, not the fields
 
 
 def _shapes(output: Any) -> tuple[tuple[int, ...], ...]:
@@ -217,7 +219,8 @@ def summarize(
 
     ``depth`` folds modules nested deeper than it (torchinfo's convention, root = 0). With
     ``peak`` the true training peak is estimated too (``estimate_module`` with ``device``,
-    ``optimizer`` and ``loss_fn``), which costs one more simulated run.
+    ``optimizer`` and ``loss_fn``, everything in ``dtype``: a 16-bit ``dtype`` means pure 16-bit
+    training), which costs one more simulated run.
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise BadOptionError(f"depth must be an integer >= 0; got {depth!r}.")

@@ -88,6 +88,7 @@ def test_davenet_table_and_true_peak() -> None:
     assert round(s.param_bytes / 2**20, 2) == 60.90
     assert s.saved_bytes == saved_by_autograd(Davenet(), torch.randn(2, 40, 1024))
     text = str(s)
+    assert repr(s) == text  # a notebook shows the table
     assert "Parameters (float32)" in text and "60.90 MiB" in text
     assert "True training peak (adamw, cuda)" in text
     assert s.peak_bytes is not None and s.peak_bytes > s.estimated_total_bytes
