@@ -1,0 +1,221 @@
+"""The inputs and loss a real run of each kind of model would use.
+
+``workload_for(model, ...)`` looks at the model (its library, class name and config) and returns a
+``Workload``: how to make the batch, how to run a training forward to a scalar loss, and how to
+run inference the way ``transformers``' ``generate`` or a pipeline runs it. The same functions
+make real tensors (for the ground-truth tests) or fake ones (inside ``FakeTensorMode``), because
+they only call tensor factories.
+
+Inputs per kind (``B`` = batch size, ``L`` = sequence length, ``S`` = image size):
+
+- causal LM: ``input_ids`` (B, L); training labels = the input ids (the model shifts them).
+- masked LM: ``input_ids`` (B, L); training labels = the input ids at every position.
+- encoder-decoder LM: ``input_ids`` (B, L) and training ``labels`` (B, L) (the model builds
+  ``decoder_input_ids`` from them); inference: the decoder's start token only, as ``generate``.
+- sequence classification: ``input_ids`` (B, L), class ``labels`` (B,).
+- image classification (transformers): ``pixel_values`` (B, C, S, S), class ``labels`` (B,).
+- timm: images (B, C, S, S) at the pretrained input size unless ``image_size`` is given;
+  cross-entropy against class labels, since timm models have no loss of their own.
+- anything else with ``input_ids`` or ``pixel_values``: training backpropagates the sum of the
+  first output.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["ModelKind", "Workload", "detect_kind", "workload_for"]
+
+logger = logging.getLogger(__name__)
+
+
+class ModelKind(str, Enum):
+    CAUSAL_LM = "causal_lm"
+    MASKED_LM = "masked_lm"
+    SEQ2SEQ_LM = "seq2seq_lm"
+    SEQUENCE_CLASSIFICATION = "sequence_classification"
+    IMAGE_CLASSIFICATION = "image_classification"
+    TIMM_IMAGE = "timm_image"
+    TEXT_BASE = "text_base"
+    VISION_BASE = "vision_base"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What to feed the model and how to run it, for one kind of model."""
+
+    kind: ModelKind
+    make_inputs: Callable[[], dict[str, torch.Tensor]]
+    train_loss: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]
+    infer: Callable[[nn.Module, dict[str, torch.Tensor]], Any]
+    description: str
+
+
+def _is_timm(model: nn.Module) -> bool:
+    return type(model).__module__.startswith("timm.") or (
+        hasattr(model, "pretrained_cfg") and not hasattr(model, "config")
+    )
+
+
+def detect_kind(model: nn.Module) -> ModelKind:
+    """Which kind of workload fits this model; raises ``ValueError`` for unknown ones."""
+    if _is_timm(model):
+        return ModelKind.TIMM_IMAGE
+    name = type(model).__name__
+    config = getattr(model, "config", None)
+    if config is None:
+        raise ValueError(f"cannot tell which inputs {name} takes (no transformers config, not timm)")
+    if name.endswith("ForCausalLM") or name.endswith("LMHeadModel") and not config.is_encoder_decoder:
+        return ModelKind.CAUSAL_LM
+    if name.endswith("ForMaskedLM"):
+        return ModelKind.MASKED_LM
+    if config.is_encoder_decoder and name.endswith("ForConditionalGeneration"):
+        return ModelKind.SEQ2SEQ_LM
+    if name.endswith("ForSequenceClassification"):
+        return ModelKind.SEQUENCE_CLASSIFICATION
+    if name.endswith("ForImageClassification"):
+        return ModelKind.IMAGE_CLASSIFICATION
+    if getattr(model, "main_input_name", "input_ids") == "pixel_values":
+        return ModelKind.VISION_BASE
+    return ModelKind.TEXT_BASE
+
+
+def _num_labels(model: nn.Module) -> int:
+    config = getattr(model, "config", None)
+    if config is not None:
+        return int(getattr(config, "num_labels", 2))
+    return int(getattr(model, "num_classes", 1000))
+
+
+def _image_shape(model: nn.Module, image_size: int | None) -> tuple[int, int, int]:
+    config = getattr(model, "config", None)
+    if config is not None:
+        channels = int(getattr(config, "num_channels", 3))
+        size = image_size or getattr(config, "image_size", 224)
+        if isinstance(size, (list, tuple)):
+            size = size[-1]
+        return channels, int(size), int(size)
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    c, h, w = cfg.get("input_size", (3, 224, 224))
+    if image_size is not None:
+        h = w = image_size
+    return int(c), int(h), int(w)
+
+
+def _first_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    for item in out:
+        if isinstance(item, torch.Tensor):
+            return item
+    raise ValueError("the model returned no tensor")
+
+
+def _accepts(model: nn.Module, arg: str) -> bool:
+    try:
+        return arg in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _prefill_kwargs(model: nn.Module) -> dict[str, Any]:
+    """What ``generate`` adds to the first forward: a cache object and, where the model takes it,
+    ``logits_to_keep=1`` (transformers 5 ``GenerationMixin.generate``: "set it to 1 to avoid
+    computing the whole logit matrix")."""
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    config = model.config  # type: ignore[attr-defined]
+    kwargs: dict[str, Any] = {"use_cache": True}
+    if config.is_encoder_decoder:
+        kwargs["past_key_values"] = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    else:
+        kwargs["past_key_values"] = DynamicCache(config=config.get_text_config(decoder=True))
+    if _accepts(model, "logits_to_keep"):
+        kwargs["logits_to_keep"] = 1
+    return kwargs
+
+
+def workload_for(
+    model: nn.Module,
+    *,
+    batch_size: int = 1,
+    seq_len: int = 512,
+    image_size: int | None = None,
+) -> Workload:
+    """The workload a real run of ``model`` would do; see the module docstring."""
+    kind = detect_kind(model)
+    b, n = batch_size, seq_len
+
+    if kind in (ModelKind.TIMM_IMAGE, ModelKind.IMAGE_CLASSIFICATION, ModelKind.VISION_BASE):
+        shape = _image_shape(model, image_size)
+        classes = _num_labels(model)
+        dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+        def make_images() -> dict[str, torch.Tensor]:
+            pixels = torch.randn(b, *shape, dtype=dtype)
+            if kind is ModelKind.VISION_BASE:
+                return {"pixel_values": pixels}
+            return {"pixel_values": pixels, "labels": torch.randint(0, classes, (b,))}
+
+        if kind is ModelKind.TIMM_IMAGE:
+
+            def timm_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+                return F.cross_entropy(m(x["pixel_values"]), x["labels"])
+
+            def timm_infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+                return m(x["pixel_values"])
+
+            return Workload(kind, make_images, timm_loss, timm_infer, f"images {b}x{shape}")
+
+        def hf_img_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+            out = m(**x)
+            return out.loss if kind is ModelKind.IMAGE_CLASSIFICATION else _first_tensor(out).sum()
+
+        def hf_img_infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+            return m(pixel_values=x["pixel_values"])
+
+        return Workload(kind, make_images, hf_img_loss, hf_img_infer, f"pixel_values {b}x{shape}")
+
+    config = model.config  # type: ignore[attr-defined]
+    vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
+    classes = _num_labels(model)
+
+    def make_text() -> dict[str, torch.Tensor]:
+        ids = torch.randint(0, vocab, (b, n))
+        if kind is ModelKind.SEQUENCE_CLASSIFICATION:
+            return {"input_ids": ids, "labels": torch.randint(0, classes, (b,))}
+        if kind is ModelKind.SEQ2SEQ_LM:
+            return {"input_ids": ids, "labels": torch.randint(0, vocab, (b, n))}
+        if kind in (ModelKind.CAUSAL_LM, ModelKind.MASKED_LM):
+            return {"input_ids": ids, "labels": ids}
+        return {"input_ids": ids}
+
+    def text_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = m(**x)
+        if kind is ModelKind.TEXT_BASE:
+            return _first_tensor(out).sum()
+        return out.loss
+
+    def text_infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        ids = x["input_ids"]
+        if kind is ModelKind.CAUSAL_LM:
+            return m(input_ids=ids, **_prefill_kwargs(m))
+        if kind is ModelKind.SEQ2SEQ_LM:
+            start = getattr(config, "decoder_start_token_id", None)
+            start = 0 if start is None else int(start)
+            decoder_ids = torch.full((ids.shape[0], 1), start, dtype=torch.long)
+            return m(input_ids=ids, decoder_input_ids=decoder_ids, **_prefill_kwargs(m))
+        return m(input_ids=ids)
+
+    return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}")

@@ -1,0 +1,58 @@
+"""Turn a model built on the meta device into one whose tensors are fake CPU tensors.
+
+Building a model *inside* ``FakeTensorMode`` fails for some architectures (HF ViT's
+``trunc_normal_`` init, timm ConvNeXt's drop-path rates computed from tensor values), while
+building on ``meta`` always works; so the model is built on meta by the caller and materialised
+here. Every parameter, buffer and plain tensor attribute on the meta device is replaced by a fake
+tensor of the same shape, dtype and stride, on CPU. Tied weights stay tied: the same meta tensor
+object maps to the same fake tensor.
+
+``nn.Module.to_empty`` cannot be used: it swaps tensors in place, which fails for fake tensors.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+__all__ = ["materialize"]
+
+logger = logging.getLogger(__name__)
+
+
+def _fake_like(t: torch.Tensor, fake_mode: FakeTensorMode) -> torch.Tensor:
+    with fake_mode:
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="cpu")
+
+
+def materialize(model: nn.Module, fake_mode: FakeTensorMode) -> nn.Module:
+    """Replace the model's meta tensors by fake CPU tensors, in place; return the model.
+
+    Parameters keep their ``requires_grad``. Tensors already on another device are left alone.
+    """
+    memo: dict[int, torch.Tensor] = {}
+
+    def convert(t: torch.Tensor) -> torch.Tensor:
+        key = id(t)
+        if key not in memo:
+            fake = _fake_like(t, fake_mode)
+            if isinstance(t, nn.Parameter):
+                fake = nn.Parameter(fake, requires_grad=t.requires_grad)
+            memo[key] = fake
+        return memo[key]
+
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is not None and p.is_meta:
+                module._parameters[name] = convert(p)  # type: ignore[assignment]
+        for name, b in list(module._buffers.items()):
+            if b is not None and b.is_meta:
+                module._buffers[name] = convert(b)
+        for name, value in list(vars(module).items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.is_meta:
+                setattr(module, name, convert(value))
+    logger.debug("materialised %d meta tensors as fake tensors", len(memo))
+    return model

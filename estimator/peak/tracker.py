@@ -1,0 +1,197 @@
+"""Follow every tensor storage from allocation to free and record the peak of live bytes.
+
+``StorageTracker`` is a ``TorchDispatchMode`` meant to run *inside* a ``FakeTensorMode``: every
+aten op the model runs is seen once, after autograd, with fake tensors that carry shapes, dtypes
+and storages but no data. Each output whose untyped storage has not been seen before is a new
+allocation of ``storage.nbytes()`` bytes; a weak reference on the (preserved) Python storage
+object tells when the last tensor or autograd node holding it is gone, i.e. when the allocator
+would free it. Views and in-place ops share a storage that is already known, so they cost nothing,
+exactly as on a real device.
+
+The bookkeeping is deliberately small for speed (an 8B model's training step is tens of thousands
+of ops): one dict lookup per output, an integer clock, and no stack walking. Classification is
+done afterwards: every storage remembers when it was allocated and freed on the clock and carries
+a mutable ``component``; the caller relabels storages once it knows what they became (the
+gradients after backward, the optimizer states after a step, the KV cache after prefill), and the
+breakdown at the peak instant is computed from the storages alive at that clock tick.
+
+This is the same method as PyTorch's private ``torch.distributed._tools.mem_tracker.MemTracker``
+(storage weak references), without its per-module stack and per-op snapshots.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from estimator.peak.components import Component
+from estimator.peak.shims import OVERRIDES
+
+__all__ = ["StorageRecord", "StorageTracker", "WorkspaceModel"]
+
+# (op, args, outputs) -> bytes of a buffer the kernel allocates internally, invisible to fakes.
+WorkspaceModel = Callable[[Any, tuple[Any, ...], Any], int]
+
+logger = logging.getLogger(__name__)
+
+# Ops that can change the size of an existing storage (``out=`` resizes, ``set_``).
+_RESIZING_OPS = frozenset(
+    {
+        torch.ops.aten.resize_.default,
+        torch.ops.aten.set_.source_Storage,
+        torch.ops.aten.set_.source_Storage_storage_offset,
+    }
+)
+
+
+class StorageRecord:
+    """One tensor storage: size, lifetime on the tracker's clock, and what it holds."""
+
+    __slots__ = ("__weakref__", "component", "nbytes", "t_alloc", "t_free")
+
+    def __init__(self, nbytes: int, t_alloc: int, component: Component) -> None:
+        self.nbytes = nbytes
+        self.t_alloc = t_alloc
+        self.t_free: int | None = None
+        self.component = component
+
+    def alive_at(self, t: int) -> bool:
+        return self.t_alloc <= t and (self.t_free is None or self.t_free > t)
+
+
+@dataclass(frozen=True)
+class PeakSnapshot:
+    """The peak of live bytes within a window and what held it at that instant."""
+
+    peak_bytes: int
+    components: dict[str, int]
+
+
+class StorageTracker(TorchDispatchMode):
+    """Dispatch mode that tracks live storage bytes; see the module docstring."""
+
+    def __init__(self, workspace: WorkspaceModel | None = None) -> None:
+        super().__init__()
+        self._workspace = workspace
+        self._records: dict[int, StorageRecord] = {}  # live storages, keyed by StorageImpl address
+        self._all: list[StorageRecord] = []
+        self._refs: dict[int, weakref.ref[Any]] = {}
+        self._clock = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self._peak_clock = 0
+        self.new_component = Component.TEMPORARIES
+
+    # -- registration -------------------------------------------------------------------------
+    def register(self, tensor: torch.Tensor, component: Component) -> None:
+        """Track a tensor that already exists (weights, inputs) or relabel a tracked one."""
+        rec = self._see(tensor, component)
+        if rec is not None:
+            rec.component = component
+
+    def relabel(self, tensors: Iterable[torch.Tensor], component: Component) -> None:
+        """Say what already tracked storages hold (e.g. ``p.grad`` after backward)."""
+        for t in tensors:
+            self.register(t, component)
+
+    def _see(self, t: torch.Tensor, component: Component) -> StorageRecord | None:
+        try:
+            st = t.untyped_storage()
+        except (NotImplementedError, RuntimeError):  # sparse, nested, ...: not modelled
+            return None
+        key = st._cdata
+        rec = self._records.get(key)
+        if rec is not None:
+            return rec
+        nbytes = st.nbytes()
+        self._clock += 1
+        rec = StorageRecord(nbytes, self._clock, component)
+        self._records[key] = rec
+        self._all.append(rec)
+        self._refs[key] = weakref.ref(st, lambda _r, k=key: self._free(k))
+        self.live_bytes += nbytes
+        if self.live_bytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes
+            self._peak_clock = self._clock
+        return rec
+
+    def _free(self, key: int) -> None:
+        rec = self._records.pop(key, None)
+        self._refs.pop(key, None)
+        if rec is None:
+            return
+        self._clock += 1
+        rec.t_free = self._clock
+        self.live_bytes -= rec.nbytes
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        override = OVERRIDES.get(func)
+        if override is None:
+            out = func(*args, **(kwargs or {}))
+        else:
+            out = override(func, args, kwargs or {})
+        component = self.new_component
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self._see(t, component)
+        if func in _RESIZING_OPS:
+            self._resync(args[0])
+        if self._workspace is not None:
+            extra = self._workspace(func, args, out)
+            if extra:
+                self._transient(extra)
+        return out
+
+    def _transient(self, nbytes: int) -> None:
+        """A kernel-internal buffer, allocated after the op's outputs and freed before it returns."""
+        self._clock += 1
+        rec = StorageRecord(nbytes, self._clock, Component.TEMPORARIES)
+        self._all.append(rec)
+        if self.live_bytes + nbytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes + nbytes
+            self._peak_clock = self._clock
+        self._clock += 1
+        rec.t_free = self._clock
+
+    def _resync(self, t: Any) -> None:
+        if not isinstance(t, torch.Tensor):
+            return
+        st = t.untyped_storage()
+        rec = self._records.get(st._cdata)
+        if rec is not None and rec.nbytes != st.nbytes():
+            # Model a resize as a free of the old block and an allocation of the new one.
+            self.live_bytes += st.nbytes() - rec.nbytes
+            rec.nbytes = st.nbytes()
+            self._clock += 1
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes = self.live_bytes
+                self._peak_clock = self._clock
+
+    # -- results ------------------------------------------------------------------------------
+    def reset_peak(self) -> None:
+        """Start a new window: the peak so far becomes the bytes live now."""
+        self.peak_bytes = self.live_bytes
+        self._peak_clock = self._clock
+
+    def snapshot(self) -> PeakSnapshot:
+        """The peak of the current window with its breakdown at that instant."""
+        t = self._peak_clock
+        comps: dict[str, int] = {}
+        for rec in self._all:
+            if rec.alive_at(t):
+                comps[rec.component.value] = comps.get(rec.component.value, 0) + rec.nbytes
+        total = sum(comps.values())
+        if total != self.peak_bytes:  # a resize moved bytes without a record: keep the sum exact
+            logger.debug("peak %d != sum of live records %d", self.peak_bytes, total)
+            comps[Component.TEMPORARIES.value] = (
+                comps.get(Component.TEMPORARIES.value, 0) + self.peak_bytes - total
+            )
+        return PeakSnapshot(self.peak_bytes, {k: v for k, v in comps.items() if v})

@@ -1,0 +1,66 @@
+"""Run ground-truth measurements and simulations of the peak cases in fresh processes.
+
+A ``forkserver`` pool whose server has already imported torch, transformers, timm and the case
+models forks one fresh child per task (``maxtasksperchild=1``): each profiled measurement starts
+with no tensor left alive by earlier profiled code, without paying the imports each time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from typing import Any
+
+PRELOAD = [
+    "torch",
+    "timm",
+    "transformers",
+    "transformers.models.llama.modeling_llama",
+    "transformers.models.mistral.modeling_mistral",
+    "transformers.models.qwen2.modeling_qwen2",
+    "transformers.models.mixtral.modeling_mixtral",
+    "transformers.models.gemma.modeling_gemma",
+    "transformers.models.gpt2.modeling_gpt2",
+    "transformers.models.bert.modeling_bert",
+    "transformers.models.roberta.modeling_roberta",
+    "transformers.models.t5.modeling_t5",
+    "transformers.models.bart.modeling_bart",
+    "transformers.models.vit.modeling_vit",
+    "estimator.peak",
+    "tests.peak_cases",
+    "tests.peak_truth",
+]
+
+
+def _truth(case: str, mode: str) -> int:
+    from tests.peak_truth import measure
+
+    return measure(case, mode)["peak_bytes"]
+
+
+def _simulate(case: str, mode: str, device: str = "cpu") -> dict[str, Any]:
+    from estimator.peak import simulate_peak
+    from tests.peak_cases import CASES
+
+    c = CASES[case]
+    r = simulate_peak(c.build_on("meta"), mode=mode, device=device,  # type: ignore[arg-type]
+                      batch_size=c.batch_size, seq_len=c.seq_len, image_size=c.image_size)
+    return {"peak_bytes": r.peak_bytes, "components": r.components, "method": r.method,
+            "notes": list(r.notes)}
+
+
+def _run(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
+    kind, case, mode = job
+    try:
+        value: Any = _truth(case, mode) if kind == "truth" else _simulate(case, mode)
+    except Exception as exc:  # reported by the test that needs it
+        value = exc.__class__.__name__ + ": " + str(exc)
+    return job, value
+
+
+def run_all(cases: list[str], modes: list[str], processes: int = 2) -> dict[tuple[str, str, str], Any]:
+    """``{("truth" | "sim", case, mode): peak bytes | simulation dict | error string}``."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    jobs = [(kind, c, m) for c in cases for m in modes for kind in ("truth", "sim")]
+    with ctx.Pool(processes, maxtasksperchild=1) as pool:
+        return dict(pool.imap_unordered(_run, jobs))

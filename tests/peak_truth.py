@@ -1,0 +1,79 @@
+"""Measure the real peak of a case on CPU, in this (fresh) process, with ``torch.profiler``.
+
+``python -m tests.peak_truth CASE MODE`` prints one JSON line: ``peak_bytes``, the maximum
+"Total Allocated" of the profiler's memory events while the work runs (inside a
+``record_function`` window), and ``peak_bytes_with_build``, the maximum over the whole profile.
+The model is built inside the profiled region, so its weights are in the allocator's total; the
+window only leaves out transient tensors of the *random initialisation* (T5's init, for example,
+briefly holds vocabulary-sized temporaries), which loading a checkpoint does not make and which
+are not part of an inference or training step. Run it in a fresh process: the profiler's total
+also counts tensors that earlier profiled code left alive.
+
+The work is what the simulator simulates: training = two steps of forward with the model's loss,
+backward, ``torch.optim.AdamW()`` with its defaults for CPU tensors, ``zero_grad(set_to_none=True)``;
+inference = generate's prefill (``no_grad``, a ``DynamicCache``, ``logits_to_keep=1``) for
+generative models, one ``no_grad`` forward for the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+_WORK = "peak_work"
+
+
+def measure(case_name: str, mode: str) -> dict[str, int]:
+    from estimator.peak.inputs import workload_for
+    from tests.peak_cases import CASES
+
+    case = CASES[case_name]
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = case.build_on("cpu")
+        wl = workload_for(model, batch_size=case.batch_size, seq_len=case.seq_len,
+                          image_size=case.image_size)
+        inputs = wl.make_inputs()
+        with record_function(_WORK):
+            _work(model, wl, inputs, mode)
+        del model, inputs
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    memory = [e for e in events if e.get("name") == "[memory]"]
+    work = next(e for e in events if e.get("name") == _WORK and e.get("ph") == "X")
+    start, end = work["ts"], work["ts"] + work["dur"]
+    return {
+        "peak_bytes": max(e["args"]["Total Allocated"] for e in memory if start <= e["ts"] <= end),
+        "peak_bytes_with_build": max(e["args"]["Total Allocated"] for e in memory),
+    }
+
+
+def _work(model: Any, wl: Any, inputs: dict[str, Any], mode: str) -> None:
+    if mode == "training":
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for _ in range(2):
+            loss = wl.train_loss(model, inputs)
+            loss.backward()
+            del loss
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    else:
+        model.eval()
+        with torch.no_grad():
+            out = wl.infer(model, inputs)
+        del out
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(sys.argv[1], sys.argv[2])))
