@@ -35,6 +35,19 @@ from estimator.result import SCHEMA, Estimate, Row
 
 __version__ = "0.1.0"
 
+# These three need torch at import; they load on first use so `import estimator` stays light
+# (the CLI answers a safetensors repo without importing torch at all).
+_LAZY = {"estimate_module": "estimator.module", "summarize": "estimator.summary", "MemTracker": "estimator.tracker"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'estimator' has no attribute {name!r}")
+
+
 __all__ = [
     "SCHEMA",
     "AbsurdSizeError",
@@ -50,6 +63,7 @@ __all__ = [
     "HubRateLimitedError",
     "HubTimeoutError",
     "InputError",
+    "MemTracker",
     "Library",
     "LibraryMissingError",
     "MalformedConfigError",
@@ -65,4 +79,6 @@ __all__ = [
     "__version__",
     "clear_cache",
     "estimate",
+    "estimate_module",
+    "summarize",
 ]
