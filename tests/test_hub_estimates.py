@@ -189,3 +189,14 @@ def test_token_from_hf_token_and_from_the_login_cache(hub_server: str, tmp_path:
 def test_cli_exit_status_3_when_the_hub_fails(hub_server: str) -> None:
     result = cli(hub_server, "estimator-test/server-error")
     assert result.returncode == 3 and result.stdout == "" and "try again later" in result.stderr
+
+
+def test_stored_answer_imports_neither_torch_nor_transformers(hub_server: str) -> None:
+    code = (
+        "import sys\n"
+        "from estimator import estimate\n"
+        "row = estimate('meta-llama/Llama-3.1-8B', dtypes=['bfloat16']).rows[0]\n"
+        "print(row.method, 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, env=hub_env(hub_server), timeout=120)
+    assert result.stdout.split() == ["stored", "False", "False"], result.stderr[-2000:]
