@@ -10,7 +10,7 @@ from estimator import gguf, hub
 from estimator.cache import LRUCache
 from estimator.errors import UnsupportedError
 from estimator.limits import check_config
-from estimator.options import DType, Device, Library, Mode, Optimizer, parse_dtypes, positive_int
+from estimator.options import Device, DType, Library, Mode, Optimizer, parse_dtypes, positive_int
 from estimator.reference import parse_reference
 from estimator.resolve import Resolved, resolve_hub, resolve_local
 from estimator.result import Estimate, Row

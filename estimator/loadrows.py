@@ -140,7 +140,7 @@ def _cross_check(resolved: Resolved, options: Options, stored_elements: int) -> 
         return [f"cross-check skipped: {exc}"]
     params = {id(p): p.numel() for p in model.parameters()}
     persistent: dict[int, int] = {}
-    for module_name, module in model.named_modules():
+    for module in model.modules():
         for name, buffer in module.named_buffers(recurse=False):
             if buffer is not None and name not in module._non_persistent_buffers_set:
                 persistent[id(buffer)] = buffer.numel()

@@ -23,6 +23,6 @@ def to_fp8(model: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
     from transformers.quantizers.quantizer_finegrained_fp8 import FineGrainedFP8HfQuantizer
 
     quantizer = FineGrainedFP8HfQuantizer(FineGrainedFP8Config())
-    quantizer._process_model_before_weight_loading(model)
+    quantizer._process_model_before_weight_loading(model)  # type: ignore[arg-type]  # any transformers model
     skipped = tuple(sorted(quantizer.modules_to_not_convert or ()))
     return model, skipped

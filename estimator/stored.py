@@ -58,9 +58,10 @@ def stored_bytes(tensors: list[StoredTensor], dtype: DType) -> StoredBytes:
     """Bytes of the stored tensors loaded as ``dtype`` (float32, float16 or bfloat16)."""
     itemsize = ROW_ITEMSIZE[dtype]
     groups: dict[str, float] = {}
-    total = 0.0
+    total: float = 0.0
     floating = 0
     for tensor in tensors:
+        size: float
         if tensor.dtype in FLOATING:
             size = tensor.numel * itemsize
             floating += tensor.numel

@@ -11,8 +11,9 @@ import json
 import math
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from huggingface_hub import (
     HfApi,

@@ -22,9 +22,10 @@ import json
 import math
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 DATA_DIR = Path(__file__).resolve().parent / "hub_data"
 DEFAULT_DATE = "2024-01-01T00:00:00.000Z"
