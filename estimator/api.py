@@ -169,5 +169,5 @@ def _architecture(resolved: Resolved) -> str | None:
         value = resolved.config.get("architecture")
     else:
         architectures = resolved.config.get("architectures") or []
-        value = architectures[0] if architectures else resolved.config.get("model_type")
+        value = architectures[0] if architectures else resolved.config.get("model_type") or resolved.config.get("_class_name")
     return value if isinstance(value, str) else None

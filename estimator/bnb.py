@@ -88,9 +88,33 @@ class QuantizedBytes:
 def bnb_targets(model: nn.Module) -> tuple[dict[str, tuple[int, int]], tuple[str, ...]]:
     """The layers ``load_in_8bit`` / ``load_in_4bit`` quantize: ``{name: (out_features, in_features)}``.
 
-    The same choice as transformers' ``Bnb{4,8}BitHfQuantizer._process_model_before_weight_loading``:
-    the skip list from ``HfQuantizer.get_modules_to_not_convert(model, None, _keep_in_fp32_modules)``,
-    then ``replace_with_bnb_linear``'s rule — every ``type(m) is nn.Linear`` or GPT-2 ``Conv1D``
+    transformers models (the root, or each top-level ``PreTrainedModel`` inside a container such as
+    a sentence-transformers model, whose other layers stay unquantized): :func:`transformers_targets`.
+    diffusers models: :func:`diffusers_targets`. Returns the targets and the skip list.
+    """
+    from transformers import PreTrainedModel
+
+    if isinstance(model, PreTrainedModel):
+        return transformers_targets(model)
+    if type(model).__module__.startswith("diffusers."):
+        return diffusers_targets(model)
+    targets: dict[str, tuple[int, int]] = {}
+    kept: list[str] = []
+    roots: list[str] = []
+    for name, module in model.named_modules():
+        if isinstance(module, PreTrainedModel) and not any(name.startswith(root + ".") for root in roots):
+            roots.append(name)
+            inner, inner_kept = transformers_targets(module)
+            targets.update({f"{name}.{key}": value for key, value in inner.items()})
+            kept.extend(f"{name}.{key}" for key in inner_kept)
+    return targets, tuple(sorted(kept))
+
+
+def transformers_targets(model: nn.Module) -> tuple[dict[str, tuple[int, int]], tuple[str, ...]]:
+    """transformers' choice (``Bnb{4,8}BitHfQuantizer._process_model_before_weight_loading``).
+
+    The skip list from ``HfQuantizer.get_modules_to_not_convert(model, None, _keep_in_fp32_modules)``,
+    then ``replace_with_bnb_linear``'s rule: every ``type(m) is nn.Linear`` or GPT-2 ``Conv1D``
     whose name ``should_convert_module`` accepts. transformers' functions are called directly so
     that importing bitsandbytes (13 s here, for torch._dynamo) is not needed to answer.
     """
@@ -109,6 +133,27 @@ def bnb_targets(model: nn.Module) -> tuple[dict[str, tuple[int, int]], tuple[str
             targets[name] = (int(out_features), int(in_features))
         elif type(module) is torch_nn.Linear:
             targets[name] = (module.out_features, module.in_features)
+    return targets, tuple(sorted(kept))
+
+
+def diffusers_targets(model: nn.Module) -> tuple[dict[str, tuple[int, int]], tuple[str, ...]]:
+    """diffusers' choice (``quantizers/bitsandbytes/utils.py::_replace_with_bnb_linear``, diffusers 0.42).
+
+    Every ``isinstance(m, nn.Linear)`` except those named in the skip list — the default
+    ``llm_int8_skip_modules`` (none) plus the class's ``_keep_in_fp32_modules`` — where a key
+    matches the module's own name, its full dotted name, or a prefix of it followed by a dot.
+    (diffusers does not import bitsandbytes-free helpers for this, so its rule is restated here.)
+    """
+    from torch import nn as torch_nn
+
+    kept = [k for k in (getattr(model, "_keep_in_fp32_modules", None) or []) if k]
+    targets: dict[str, tuple[int, int]] = {}
+    for name, module in model.named_modules():
+        if not name or not isinstance(module, torch_nn.Linear):
+            continue
+        if name.rsplit(".", 1)[-1] in kept or any(key + "." in name or key == name for key in kept):
+            continue
+        targets[name] = (module.out_features, module.in_features)
     return targets, tuple(sorted(kept))
 
 

@@ -33,6 +33,10 @@ def build(resolved: Resolved, dtype: DType, *, trust_remote_code: bool = False) 
 
     if resolved.library is Library.TIMM:
         return build_timm(resolved.config, torch_dtype(dtype), model=resolved.name)
+    if resolved.library is Library.SENTENCE_TRANSFORMERS:
+        from estimator.build.st_models import build_sentence_transformer
+
+        return build_sentence_transformer(resolved.extra, torch_dtype(dtype), model=resolved.name)
     remote_ref = str(resolved.ref.path) if resolved.ref.path is not None else resolved.ref.repo_id
     return build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
 
@@ -41,6 +45,10 @@ def built_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:
     """Exact rows: the real model built on meta in each dtype, its unique tensors counted."""
     from estimator.weights import measure, training_adam_bytes
 
+    if resolved.library is Library.DIFFUSERS:
+        from estimator.components import diffusers_rows
+
+        return diffusers_rows(resolved, options)
     rows = []
     for dtype in options.dtypes:
         if dtype in _BNB_DTYPES:
@@ -86,7 +94,7 @@ def _fp8_row(resolved: Resolved, options: Options) -> Row:
 
 def _bnb_row(resolved: Resolved, options: Options, dtype: DType) -> Row:
     """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.bnb`)."""
-    if resolved.library is not Library.TRANSFORMERS:
+    if resolved.library not in (Library.TRANSFORMERS, Library.SENTENCE_TRANSFORMERS):
         return _null_row(dtype, f"{dtype.value} rows follow transformers' bitsandbytes quantization; not available for {resolved.library.value} models.")
     from estimator.bnb import BnbScheme, bnb_notes, quantized_bytes
 
