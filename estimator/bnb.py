@@ -204,5 +204,5 @@ def bnb_notes(scheme: BnbScheme, weights: QuantizedBytes) -> tuple[str, ...]:
     return (
         f"{layout}; {weights.quantized_layers} layers quantized",
         f"kept in float16: embeddings, norms, biases, non-Linear layers and transformers' skip list ({kept})",
-        "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), estimated with --lora-rank",
+        "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), which this row does not estimate",
     )
