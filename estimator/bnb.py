@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch import nn
 
+    from estimator.stored import StoredTensor
+
 INT4_BLOCKSIZE = 64  # Params4bit's default blocksize (one absmax per 64 values)
 NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True) re-quantizes absmax in blocks of 256
 INT4_CODE_VALUES = 16  # nf4 / fp4 lookup table, float32, one copy per layer
@@ -206,3 +208,33 @@ def bnb_notes(scheme: BnbScheme, weights: QuantizedBytes) -> tuple[str, ...]:
         f"kept in float16: embeddings, norms, biases, non-Linear layers and transformers' skip list ({kept})",
         "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), which this row does not estimate",
     )
+
+
+QUANT_STATE_SUFFIXES = (".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map", ".SCB", ".offset")
+
+
+def loaded_from_checkpoint(tensors: list[StoredTensor]) -> list[StoredTensor]:
+    """A pre-quantized bitsandbytes checkpoint's tensors as they are held once loaded.
+
+    The safetensors file holds a few things that are not tensors after loading, and lacks one
+    that is (bitsandbytes 0.50 ``Params4bit.from_prequantized`` / ``QuantState.from_dict``,
+    transformers' 8-bit loading): ``<w>.quant_state.bitsandbytes__nf4`` (or ``__fp4``) is a
+    JSON blob packed into uint8 that is parsed into the ``QuantState`` and dropped; ``<w>.weight_format``
+    of 8-bit checkpoints (a 0-dim uint8) is read and dropped; the double-quantization ``offset`` is
+    stored inside that JSON and becomes a 0-dim float32 tensor. The quantization state (absmax,
+    quant_map, SCB, nested state, offset) keeps float32 whatever dtype the model loads in, so it is
+    returned as raw bytes (``U8``); every other tensor is returned as stored.
+    """
+    from estimator.stored import SAFETENSORS_ITEMSIZE, StoredTensor
+
+    loaded: list[StoredTensor] = []
+    for tensor in tensors:
+        if ".quant_state.bitsandbytes__" in tensor.name or tensor.name.endswith("weight_format"):
+            continue
+        if tensor.name.endswith(".nested_absmax"):
+            loaded.append(StoredTensor(name=tensor.name.removesuffix(".nested_absmax") + ".offset", dtype="U8", numel=FLOAT32_BYTES))
+        if tensor.name.endswith(QUANT_STATE_SUFFIXES):
+            loaded.append(StoredTensor(name=tensor.name, dtype="U8", numel=int(tensor.numel * SAFETENSORS_ITEMSIZE[tensor.dtype])))
+        else:
+            loaded.append(tensor)
+    return loaded

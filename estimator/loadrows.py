@@ -182,6 +182,10 @@ def _prequantized_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DT
         stored_as = f"{bits}-bit" if bits is not None else "a non-integer format"
         return _null_row(dtype, f"{dtype.value}: the checkpoint is pre-quantized ({method}, {stored_as}) and loads as stored; "
                                 f"it is not re-quantized to {dtype.value}, so no figure is given (see the 16-bit rows)", method="stored")
+    if method == "bitsandbytes":
+        from estimator.bnb import loaded_from_checkpoint
+
+        tensors = loaded_from_checkpoint(tensors)
     stored = stored_bytes(tensors, DType.FLOAT16)
     return Row(
         dtype=dtype.value,

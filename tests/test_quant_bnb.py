@@ -143,3 +143,50 @@ def test_one_layer_layout_equals_bitsandbytes(out_features: int, in_features: in
     layer = layer.to("cpu")
     assert layer.weight.dtype in (torch.int8, torch.uint8)
     assert allocated_bytes(layer) == expected
+
+
+def _header_tensors(path: Path) -> list[Any]:
+    """The checkpoint's tensors as its safetensors header lists them (what the Hub path reads)."""
+    from safetensors import safe_open
+
+    from estimator.stored import StoredTensor
+
+    tensors = []
+    with safe_open(str(path / "model.safetensors"), framework="pt") as handle:
+        for name in handle.keys():
+            piece = handle.get_slice(name)
+            numel = 1
+            for dim in piece.get_shape():
+                numel *= dim
+            tensors.append(StoredTensor(name=name, dtype=piece.get_dtype(), numel=numel))
+    return tensors
+
+
+@pytest.mark.parametrize("scheme", list(BnbScheme))
+def test_prequantized_checkpoint_row_equals_its_real_load(checkpoints: dict[str, Path], tmp_path: Path, scheme: BnbScheme) -> None:
+    """A checkpoint saved after bitsandbytes quantization: the stored row equals what loading it allocates."""
+    import json
+
+    from estimator.loadrows import _prequantized_row
+
+    path = checkpoints["llama"]
+    quantized = transformers.LlamaForCausalLM.from_pretrained(path, quantization_config=_bnb_config(scheme), dtype=torch.float16, device_map="cpu")
+    quantized.save_pretrained(tmp_path)
+    reloaded = transformers.LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.float16, device_map="cpu")
+    config = json.loads((tmp_path / "config.json").read_text())
+    resolved = Resolved(ref=ModelRef(repo_id="someone/prequantized"), source="hub", library=Library.TRANSFORMERS, config=config)
+    dtype = DType.INT8 if scheme is BnbScheme.INT8 else DType.INT4
+    row = _prequantized_row(_header_tensors(tmp_path), resolved, dtype, [])
+    assert row.method == "stored"
+    # The stored path counts what the checkpoint holds: buffers that are never saved (rotary
+    # inv_freq, non-persistent) are not in it, as stored.py documents.
+    unsaved = sum(
+        buffer.untyped_storage().nbytes()
+        for module in reloaded.modules()
+        for name, buffer in module.named_buffers(recurse=False)
+        if name in module._non_persistent_buffers_set
+    )
+    assert unsaved < 1024
+    assert row.total_bytes == allocated_bytes(reloaded) - unsaved
+    other = _prequantized_row(_header_tensors(tmp_path), resolved, DType.INT4 if dtype is DType.INT8 else DType.INT8, [])
+    assert other.total_bytes is None and "not re-quantized" in other.notes[0]
