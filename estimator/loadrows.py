@@ -98,6 +98,12 @@ def _bnb_row(resolved: Resolved, options: Options, dtype: DType) -> Row:
         return _null_row(dtype, f"{dtype.value} rows follow transformers' bitsandbytes quantization; not available for {resolved.library.value} models.")
     from estimator.bnb import BnbScheme, bnb_notes, quantized_bytes
 
+    declared = resolved.config.get("quantization_config")
+    if isinstance(declared, dict):
+        method, bits = checkpoint_bits(declared)
+        if method != "bitsandbytes" or bits != (8 if dtype is DType.INT8 else 4):
+            return _null_row(dtype, f"{dtype.value}: the config declares a pre-quantized checkpoint ({method}, {bits or 'non-integer'}-bit); "
+                                    "what it stores is read from its safetensors headers (Hub repos), not re-quantized from a float build")
     scheme = BnbScheme.INT8 if dtype is DType.INT8 else BnbScheme.INT4
     model = build(resolved, DType.FLOAT16, trust_remote_code=options.trust_remote_code)
     weights = quantized_bytes(model, scheme)

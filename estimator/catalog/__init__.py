@@ -37,7 +37,7 @@ class CatalogEntry:
     reconstructed: bool
     files: tuple[str, ...]
     source: str
-    snapshot: str  # the date the catalog was taken
+    snapshot: str  # the date the entry was taken (the entry's own "snapshot", else the index's)
 
     @property
     def folder(self) -> str:
@@ -80,7 +80,7 @@ def catalog_entry(repo_id: str) -> CatalogEntry | None:
         reconstructed=bool(data.get("reconstructed")),
         files=tuple(data.get("files") or ()),
         source=str(data.get("source") or ""),
-        snapshot=str(index.get("snapshot") or "unknown"),
+        snapshot=str(data.get("snapshot") or index.get("snapshot") or "unknown"),
     )
 
 
