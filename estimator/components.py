@@ -81,8 +81,8 @@ def diffusers_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:
         elif dtype in (DType.INT8, DType.INT4):
             layout = "int8 with a float32 scale per row" if dtype is DType.INT8 else "4-bit nf4/fp4 with a float32 absmax per 64 values"
             rows.append(summed_row(dtype, pipeline_parts(resolved, dtype), notes=(
-                f"every component quantized with bitsandbytes ({layout}): the Linear layers of each model, diffusers' and "
-                "transformers' skip lists kept in float16 (PipelineQuantizationConfig with all components)",
+                (f"every component quantized with bitsandbytes ({layout}): the Linear layers of each model, diffusers' and "
+                 "transformers' skip lists kept in float16 (PipelineQuantizationConfig with all components)"),
                 "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA)",
             )))
         else:

@@ -18,11 +18,11 @@ import torch
 diffusers = pytest.importorskip("diffusers")
 transformers = pytest.importorskip("transformers")
 
-from estimator import estimate  # noqa: E402
-from estimator.components import pipeline_parts  # noqa: E402
-from estimator.options import DType, Library  # noqa: E402
-from estimator.reference import parse_reference  # noqa: E402
-from estimator.resolve import resolve_local  # noqa: E402
+from estimator import estimate
+from estimator.components import pipeline_parts
+from estimator.options import DType, Library
+from estimator.reference import parse_reference
+from estimator.resolve import resolve_local
 
 FIXTURES = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data" / "stabilityai__stable-diffusion-xl-base-1.0"
 

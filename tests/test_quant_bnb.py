@@ -17,12 +17,17 @@ import torch
 bnb = pytest.importorskip("bitsandbytes")
 transformers = pytest.importorskip("transformers")
 
-from estimator import estimate  # noqa: E402
-from estimator.bnb import BnbScheme, int4_weight_bytes, int8_weight_bytes, quantized_bytes  # noqa: E402
-from estimator.loadrows import build  # noqa: E402
-from estimator.options import DType, Library  # noqa: E402
-from estimator.reference import ModelRef  # noqa: E402
-from estimator.resolve import Resolved  # noqa: E402
+from estimator import estimate
+from estimator.bnb import (
+    BnbScheme,
+    int4_weight_bytes,
+    int8_weight_bytes,
+    quantized_bytes,
+)
+from estimator.loadrows import build
+from estimator.options import DType, Library
+from estimator.reference import ModelRef
+from estimator.resolve import Resolved
 
 
 def _walk(obj: Any, storages: dict[int, int], seen: set[int]) -> None:
@@ -153,7 +158,7 @@ def _header_tensors(path: Path) -> list[Any]:
 
     tensors = []
     with safe_open(str(path / "model.safetensors"), framework="pt") as handle:
-        for name in handle.keys():
+        for name in handle.keys():  # noqa: SIM118 - safe_open handles are not iterable
             piece = handle.get_slice(name)
             numel = 1
             for dim in piece.get_shape():

@@ -16,7 +16,7 @@ import torch
 st = pytest.importorskip("sentence_transformers")
 transformers = pytest.importorskip("transformers")
 
-from estimator import estimate  # noqa: E402
+from estimator import estimate
 
 MINILM = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data" / "sentence-transformers__all-MiniLM-L6-v2"
 
