@@ -84,6 +84,10 @@ SMALL_CONFIGS = {
         hidden_size=64, intermediate_size=136, num_hidden_layers=2, num_attention_heads=4, vocab_size=300,
         max_position_embeddings=64, architectures=["BertModel"],
     ),
+    # _keep_in_fp32_modules: from_pretrained(dtype=float16) keeps the 'wo' layers in float32
+    "t5": transformers.T5Config(
+        d_model=64, d_ff=96, d_kv=16, num_layers=2, num_heads=4, vocab_size=300, architectures=["T5ForConditionalGeneration"],
+    ),
 }
 
 
@@ -195,3 +199,11 @@ def test_prequantized_checkpoint_row_equals_its_real_load(checkpoints: dict[str,
     assert row.total_bytes == allocated_bytes(reloaded) - unsaved
     other = _prequantized_row(_header_tensors(tmp_path), resolved, DType.INT4 if dtype is DType.INT8 else DType.INT8, [])
     assert other.total_bytes is None and "not re-quantized" in other.notes[0]
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
+def test_float16_row_equals_real_load(checkpoints: dict[str, Path], name: str) -> None:
+    """The 16-bit build the int rows start from: from_pretrained(dtype=float16), float32 exceptions included."""
+    cls = getattr(transformers, SMALL_CONFIGS[name].architectures[0])
+    real = cls.from_pretrained(checkpoints[name], dtype=torch.float16, device_map="cpu")
+    assert estimate(str(checkpoints[name]), dtypes=["float16"]).row("float16").total_bytes == allocated_bytes(real)

@@ -109,6 +109,7 @@ def build_component(component: Component, dtype: torch.dtype, *, model: str) -> 
     if component.library == "transformers":
         import transformers
 
+        from estimator.build.dtype_plan import apply_dtype_plan
         from estimator.build.transformers_models import transformers_config
 
         cls = getattr(transformers, component.class_name, None)
@@ -117,7 +118,7 @@ def build_component(component: Component, dtype: torch.dtype, *, model: str) -> 
         hf_config = transformers_config(component.config, model=where)
         try:
             with torch.device("meta"):
-                return cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]
+                return apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
             raise MalformedConfigError(f"transformers could not build {component.class_name} from the config of {where}: {exc}") from None
     from accelerate import init_empty_weights

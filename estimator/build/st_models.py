@@ -97,6 +97,7 @@ class _Wrapper(nn.Module):
 
 def build_sentence_transformer(extra: dict[str, Any], dtype: torch.dtype, *, model: str) -> nn.Module:
     """The whole sentence-transformers model on the meta device in ``dtype``."""
+    from estimator.build.dtype_plan import apply_dtype_plan
     from estimator.build.transformers_models import transformers_config
 
     root = nn.Sequential()
@@ -109,7 +110,7 @@ def build_sentence_transformer(extra: dict[str, Any], dtype: torch.dtype, *, mod
             cls = _transformer_class(hf_config)
             try:
                 with torch.device("meta"):
-                    inner = cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]
+                    inner = apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]
             except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
                 raise MalformedConfigError(f"transformers could not build {cls.__name__} for {model}: {exc}") from None
             no_split.extend(getattr(inner, "_no_split_modules", None) or [])
