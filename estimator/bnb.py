@@ -125,7 +125,7 @@ def transformers_targets(model: nn.Module) -> tuple[dict[str, tuple[int, int]], 
     from transformers.quantizers.base import HfQuantizer
     from transformers.quantizers.quantizers_utils import should_convert_module
 
-    kept = HfQuantizer.get_modules_to_not_convert(model, None, getattr(model, "_keep_in_fp32_modules", None))
+    kept = HfQuantizer.get_modules_to_not_convert(model, None, getattr(model, "_keep_in_fp32_modules", None))  # type: ignore[arg-type]  # a PreTrainedModel (bnb_targets checks)
     targets: dict[str, tuple[int, int]] = {}
     for name, module in model.named_modules():
         if not should_convert_module(name, kept):

@@ -81,7 +81,7 @@ def _transformer_class(hf_config: Any) -> type[nn.Module]:
             cls: type[nn.Module] = getattr(importlib.import_module(module_path), class_name)
             return cls
     try:
-        return transformers.AutoModel._model_mapping[type(hf_config)]  # type: ignore[no-any-return]
+        return transformers.AutoModel._model_mapping[type(hf_config)]  # type: ignore[return-value]  # a class at runtime; typed loosely upstream
     except KeyError:
         raise UnsupportedError(f"transformers' AutoModel has no class for {type(hf_config).__name__}.") from None
 
