@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from estimator import gguf, hub
 from estimator.cache import LRUCache
-from estimator.errors import UnsupportedError
+from estimator.errors import HubError, UnsupportedError
 from estimator.limits import check_config
 from estimator.options import Device, DType, Library, Mode, Optimizer, parse_dtypes, positive_int
 from estimator.reference import parse_reference
@@ -123,7 +123,13 @@ def estimate(
         return _estimate_resolved(resolved, options, cross_check=cross_check, token=token)
 
     assert ref.repo_id is not None
-    info = hub.model_info(ref.repo_id, revision=ref.revision, token=token, timeout=timeout)
+    try:
+        info = hub.model_info(ref.repo_id, revision=ref.revision, token=token, timeout=timeout)
+    except HubError:  # network, timeout, 5xx, 429 — not 404 or gated, which are InputErrors
+        fallback = _from_catalog(ref.repo_id, ref.revision, options)
+        if fallback is None:
+            raise
+        return fallback
     key = (info.id or ref.repo_id, info.sha, options.key(), cross_check)
     cached = _CACHE.get(key) if info.sha else None
     if cached is not None:
@@ -145,6 +151,26 @@ def estimate(
 def clear_cache() -> None:
     """Forget every cached estimate (tests and the app's admin use it)."""
     _CACHE.clear()
+
+
+def _from_catalog(repo_id: str, revision: str | None, options: Options) -> Estimate | None:
+    """The Hub could not be reached: answer from the bundled catalog, saying so on every row.
+
+    None when the catalog lacks the repo or holds another revision than the one asked for. The
+    answer is not cached, so the next call tries the Hub again.
+    """
+    from estimator.catalog import catalog_entry, catalog_lookup, catalog_note
+
+    entry = catalog_entry(repo_id)
+    if entry is None or revision not in (None, "main", entry.revision):
+        return None
+    resolved = catalog_lookup(repo_id, options.library)
+    if resolved is None:
+        return None
+    logger.info("the Hub could not be reached; answering %s from the bundled catalog", repo_id)
+    result = _estimate_resolved(resolved, options, cross_check=False, token=None)
+    note = catalog_note(entry)
+    return replace(result, rows=tuple(replace(row, notes=(note, *row.notes)) for row in result.rows))
 
 
 def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float = hub.DEFAULT_TIMEOUT_S) -> Estimate:
@@ -175,5 +201,5 @@ def _architecture(resolved: Resolved) -> str | None:
         value = resolved.config.get("architecture")
     else:
         architectures = resolved.config.get("architectures") or []
-        value = architectures[0] if architectures else resolved.config.get("model_type")
+        value = architectures[0] if architectures else resolved.config.get("model_type") or resolved.config.get("_class_name")
     return value if isinstance(value, str) else None

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from estimator import hub
 from estimator.options import DType, Library
-from estimator.result import Row
-from estimator.stored import stored_bytes, tensors_from_metadata
+from estimator.result import Method, Row
+from estimator.stored import StoredTensor, is_prequantized, stored_bytes, tensors_from_metadata
 
 if TYPE_CHECKING:
     from torch import nn
@@ -18,18 +18,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-QUANT_NOTE = "{dtype}: the bitsandbytes layout is not estimated yet, so no figure is given (not fp32/{div})."
-_DIVISOR = {DType.INT8: 4, DType.INT4: 8}
+_BNB_DTYPES = (DType.INT8, DType.INT4)  # rows in a bitsandbytes layout (estimator.bnb)
 ADAM_BYTES_FP32 = 4 + 8  # gradient + two fp32 moments per parameter
 ADAM_BYTES_MIXED = 2 + 4 + 8  # 16-bit gradient + fp32 master + two fp32 moments
 
 
-def _null_row(dtype: DType, note: str) -> Row:
-    return Row(dtype=dtype.value, total_bytes=None, largest_layer_bytes=None, training_adam_bytes=None, method="exact", notes=(note,))
-
-
-def _quant_row(dtype: DType) -> Row:
-    return _null_row(dtype, QUANT_NOTE.format(dtype=dtype.value, div=_DIVISOR[dtype]))
+def _null_row(dtype: DType, note: str, method: Method = "exact") -> Row:
+    return Row(dtype=dtype.value, total_bytes=None, largest_layer_bytes=None, training_adam_bytes=None, method=method, notes=(note,))
 
 
 def build(resolved: Resolved, dtype: DType, *, trust_remote_code: bool = False) -> nn.Module:
@@ -38,18 +33,29 @@ def build(resolved: Resolved, dtype: DType, *, trust_remote_code: bool = False) 
 
     if resolved.library is Library.TIMM:
         return build_timm(resolved.config, torch_dtype(dtype), model=resolved.name)
+    if resolved.library is Library.SENTENCE_TRANSFORMERS:
+        from estimator.build.st_models import build_sentence_transformer
+
+        return build_sentence_transformer(resolved.extra, torch_dtype(dtype), model=resolved.name)
+    from estimator.build.dtype_plan import apply_dtype_plan
+
     remote_ref = str(resolved.ref.path) if resolved.ref.path is not None else resolved.ref.repo_id
-    return build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
+    built = build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
+    return apply_dtype_plan(built, torch_dtype(dtype))
 
 
 def built_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:
     """Exact rows: the real model built on meta in each dtype, its unique tensors counted."""
     from estimator.weights import measure, training_adam_bytes
 
+    if resolved.library is Library.DIFFUSERS:
+        from estimator.components import diffusers_rows
+
+        return diffusers_rows(resolved, options)
     rows = []
     for dtype in options.dtypes:
-        if dtype in _DIVISOR:
-            rows.append(_quant_row(dtype))
+        if dtype in _BNB_DTYPES:
+            rows.append(_bnb_row(resolved, options, dtype))
             continue
         if dtype is DType.FLOAT8:
             rows.append(_fp8_row(resolved, options))
@@ -89,6 +95,35 @@ def _fp8_row(resolved: Resolved, options: Options) -> Row:
     )
 
 
+def _bnb_row(resolved: Resolved, options: Options, dtype: DType) -> Row:
+    """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.bnb`)."""
+    if resolved.library not in (Library.TRANSFORMERS, Library.SENTENCE_TRANSFORMERS):
+        return _null_row(dtype, f"{dtype.value} rows follow transformers' bitsandbytes quantization; not available for {resolved.library.value} models.")
+    from estimator.bnb import BnbScheme, bnb_notes, quantized_bytes
+
+    declared = resolved.config.get("quantization_config")
+    if isinstance(declared, dict):
+        method, bits = checkpoint_bits(declared)
+        if method != "bitsandbytes" or bits != (8 if dtype is DType.INT8 else 4):
+            return _null_row(dtype, f"{dtype.value}: the config declares a pre-quantized checkpoint ({method}, {bits or 'non-integer'}-bit); "
+                                    "what it stores is read from its safetensors headers (Hub repos), not re-quantized from a float build")
+    scheme = BnbScheme.INT8 if dtype is DType.INT8 else BnbScheme.INT4
+    model = build(resolved, DType.FLOAT16, trust_remote_code=options.trust_remote_code)
+    weights = quantized_bytes(model, scheme)
+    notes = list(bnb_notes(scheme, weights))
+    if scheme is BnbScheme.INT4:
+        double = quantized_bytes(model, BnbScheme.INT4_DOUBLE)
+        notes.append(f"with bnb_4bit_use_double_quant=True: {double.total_bytes:,} bytes")
+    return Row(
+        dtype=dtype.value,
+        total_bytes=weights.total_bytes,
+        largest_layer_bytes=weights.largest_layer_bytes,
+        training_adam_bytes=None,
+        method="exact",
+        notes=tuple(notes),
+    )
+
+
 def stored_rows(resolved: Resolved, options: Options, *, token: str | None, timeout: float, cross_check: bool) -> tuple[Row, ...] | None:
     """Rows from the repo's safetensors headers, or None when it has none (then the model is built)."""
     if resolved.library not in (Library.TRANSFORMERS, Library.TIMM) or resolved.ref.repo_id is None:
@@ -107,8 +142,9 @@ def stored_rows(resolved: Resolved, options: Options, *, token: str | None, time
         notes.extend(_cross_check(resolved, options, sum(t.numel for t in tensors)))
     rows = []
     for dtype in options.dtypes:
-        if dtype in _DIVISOR:
-            rows.append(_quant_row(dtype))
+        if dtype in _BNB_DTYPES:
+            prequantized = is_prequantized(tensors) or quant_method is not None
+            rows.append(_prequantized_row(tensors, resolved, dtype, notes) if prequantized else _bnb_row(resolved, options, dtype))
             continue
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
@@ -128,6 +164,51 @@ def stored_rows(resolved: Resolved, options: Options, *, token: str | None, time
             notes=tuple(row_notes),
         ))
     return tuple(rows)
+
+
+def checkpoint_bits(quantization_config: dict[str, Any]) -> tuple[str, int | None]:
+    """The method and weight bit width of a pre-quantized checkpoint's ``quantization_config``.
+
+    GPTQ / AWQ / HQQ give ``bits`` (or ``w_bit``); bitsandbytes ``load_in_4bit`` / ``load_in_8bit``;
+    fp8 (``quant_method: "fp8"``) is float8, which is neither int8 nor int4.
+    """
+    method = str(quantization_config.get("quant_method") or "unknown")
+    if quantization_config.get("load_in_4bit") or quantization_config.get("_load_in_4bit"):
+        return method, 4
+    if quantization_config.get("load_in_8bit") or quantization_config.get("_load_in_8bit"):
+        return method, 8
+    bits = quantization_config.get("bits", quantization_config.get("w_bit"))
+    if method in ("fp8", "fbgemm_fp8", "compressed-tensors") and bits is None:
+        return method, None
+    return method, bits if isinstance(bits, int) and not isinstance(bits, bool) else None
+
+
+def _prequantized_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DType, notes: list[str]) -> Row:
+    """int8 / int4 of a pre-quantized checkpoint: what it stores, when its bit width is the row's."""
+    method, bits = checkpoint_bits(resolved.config.get("quantization_config") or {})
+    wanted = 8 if dtype is DType.INT8 else 4
+    if bits != wanted:
+        stored_as = f"{bits}-bit" if bits is not None else "a non-integer format"
+        return _null_row(dtype, f"{dtype.value}: the checkpoint is pre-quantized ({method}, {stored_as}) and loads as stored; "
+                                f"it is not re-quantized to {dtype.value}, so no figure is given (see the 16-bit rows)", method="stored")
+    if method == "bitsandbytes":
+        from estimator.bnb import loaded_from_checkpoint
+
+        tensors = loaded_from_checkpoint(tensors)
+    stored = stored_bytes(tensors, DType.FLOAT16)
+    return Row(
+        dtype=dtype.value,
+        total_bytes=stored.total_bytes,
+        largest_layer_bytes=stored.largest_layer_bytes,
+        training_adam_bytes=None,
+        method="stored",
+        notes=(
+            f"pre-quantized checkpoint ({method}, {bits}-bit): its quantized tensors as stored, its floating tensors in float16; "
+            f"largest layer: {stored.largest_layer_name}",
+            *notes,
+            "training_adam_bytes is null: a pre-quantized model trains only through adapters",
+        ),
+    )
 
 
 def _cross_check(resolved: Resolved, options: Options, stored_elements: int) -> list[str]:

@@ -7,6 +7,7 @@ config at the resolved commit, so a cache key can use the commit sha).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,13 @@ class Resolved:
     """A model reference resolved to its config and metadata."""
 
     ref: ModelRef
-    source: str  # "hub" | "local"
+    source: str  # "hub" | "local" | "catalog"
     library: Library
     config: dict[str, Any]
     revision: str | None = None  # the commit sha for Hub repos
     files: tuple[str, ...] = ()
     gated: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)  # other configs (model_index.json, modules.json)
+    extra: dict[str, Any] = field(default_factory=dict)  # other configs: "components" (diffusers), "modules" (sentence-transformers)
 
     @property
     def name(self) -> str:
@@ -45,11 +46,64 @@ def detect_library(config: dict[str, Any] | None, files: tuple[str, ...], hub_li
         return Library.DIFFUSERS
     if "modules.json" in files or "sentence-transformers" in tags:
         return Library.SENTENCE_TRANSFORMERS
+    if config is not None and "_class_name" in config and "_diffusers_version" in config:
+        return Library.DIFFUSERS
     if config is not None and "architecture" in config and ("pretrained_cfg" in config or "num_classes" in config):
         return Library.TIMM
     if "timm" in tags:
         return Library.TIMM
     return Library.TRANSFORMERS
+
+
+def _read_any_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedConfigError(f"{path} is not valid JSON ({exc}).") from None
+
+
+def _download_any_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float) -> Any:
+    """A small JSON file of any shape (``modules.json`` is a list) through the Hub cache."""
+    from huggingface_hub import hf_hub_download
+
+    hub._configure_session(timeout)
+    with hub.hub_errors(repo_id, revision, token_given=token is not None, what=filename):
+        path = hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedConfigError(f"{filename} of {repo_id} is not valid JSON ({exc}).", model_id=repo_id, revision=revision) from None
+
+
+JsonReader = Callable[[str], Any]  # a repo path -> its parsed JSON, or None when the file is absent
+
+
+def resolve_files(
+    ref: ModelRef, *, source: str, library: Library, files: tuple[str, ...], read: JsonReader,
+    revision: str | None = None, gated: bool = False,
+) -> Resolved:
+    """Resolve from a reader of the repo's JSON files (local folder, Hub or the bundled catalog).
+
+    diffusers: ``model_index.json`` and each component's config (``extra["components"]``);
+    sentence-transformers: ``modules.json`` and each module's config (``extra["modules"]``);
+    otherwise ``config.json``.
+    """
+    extra: dict[str, Any] = {}
+    if library is Library.DIFFUSERS:
+        from estimator.build.diffusers_models import read_diffusers
+
+        config, extra = read_diffusers(read, model=ref.display)
+    elif library is Library.SENTENCE_TRANSFORMERS:
+        from estimator.build.st_models import read_sentence_transformers
+
+        config, extra = read_sentence_transformers(read, model=ref.display)
+    else:
+        config = read("config.json")
+        if not isinstance(config, dict):
+            raise NoConfigError(f"{ref.display} has no config.json.", model_id=ref.repo_id)
+        if library is Library.AUTO:
+            library = detect_library(config, files)
+    return Resolved(ref=ref, source=source, library=library, config=config, revision=revision, files=files, gated=gated, extra=extra)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -69,9 +123,15 @@ def resolve_local(ref: ModelRef, library: Library) -> Resolved:
     config = _read_json(config_path) if config_path.is_file() else None
     if library is Library.AUTO:
         library = detect_library(config, files)
+    if library in (Library.DIFFUSERS, Library.SENTENCE_TRANSFORMERS):
+        root = ref.path
+
+        def read(filename: str) -> Any | None:
+            path = root / filename
+            return _read_any_json(path) if path.is_file() else None
+
+        return resolve_files(ref, source="local", library=library, files=files, read=read)
     if config is None:
-        if library in (Library.DIFFUSERS, Library.SENTENCE_TRANSFORMERS):
-            raise UnsupportedError(f"{library.value} models are not estimated yet; only transformers and timm models are.")
         raise NoConfigError(f"{ref.path} has no config.json.")
     return Resolved(ref=ref, source="local", library=library, config=config, files=files)
 
@@ -86,9 +146,17 @@ def resolve_hub(ref: ModelRef, library: Library, *, token: str | None, timeout: 
     hub_library = info.library_name
     if library is Library.AUTO:
         library = detect_library(None, files, hub_library, tags)
-    if library in (Library.DIFFUSERS, Library.SENTENCE_TRANSFORMERS):
-        raise UnsupportedError(f"{library.value} models are not estimated yet; only transformers and timm models are.")
     revision = info.sha or ref.revision
+    if library in (Library.DIFFUSERS, Library.SENTENCE_TRANSFORMERS):
+        repo_id = info.id or ref.repo_id
+
+        def read(filename: str) -> Any | None:
+            if files and filename not in files:
+                return None
+            return _download_any_json(repo_id, filename, revision=revision, token=token, timeout=timeout)
+
+        return resolve_files(ModelRef(repo_id=repo_id, revision=ref.revision), source="hub", library=library, files=files,
+                             read=read, revision=revision, gated=bool(info.gated))
     if files and "config.json" not in files:
         raise NoConfigError(f"{ref.repo_id} has no config.json, so there is nothing to build the model from.", model_id=ref.repo_id)
     config = hub.download_json(ref.repo_id, "config.json", revision=revision, token=token, timeout=timeout)

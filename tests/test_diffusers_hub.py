@@ -1,0 +1,76 @@
+"""Hub repos of the new kinds through the Hub stand-in (skipped where tests/hub_server.py is absent).
+
+A diffusers pipeline (SDXL), a sentence-transformers repo (all-MiniLM-L6-v2) and the int rows of a
+Hub transformers repo go through ``resolve_hub`` and ``hf_hub_download``, and must give the same
+bytes as the same files read from the bundled catalog (checked against real loads elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG = ROOT / "estimator" / "catalog" / "data"
+pytestmark = pytest.mark.skipif(not (ROOT / "tests" / "hub_server.py").is_file(), reason="the Hub stand-in (tests/hub_server.py) is not here")
+
+SCRIPT = r"""
+import json, sys
+from estimator import estimate
+model, library, dtypes = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+print(json.dumps(estimate(model, library=library, dtypes=dtypes).to_dict()))
+"""
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> Iterator[str]:
+    server = subprocess.Popen([sys.executable, "-m", "tests.hub_server", "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline().strip()
+        assert line.startswith("ready "), line
+        yield line.split(" ", 1)[1]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _estimate(endpoint: str, home: Path, model: str, dtypes: str, library: str = "auto") -> dict:
+    import json
+
+    env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(home), "PYTHONPATH": str(ROOT), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    env.pop("HF_TOKEN", None)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, model, library, dtypes], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("repo", "library", "folder"),
+    [
+        ("stabilityai/stable-diffusion-xl-base-1.0", "diffusers", "stabilityai__stable-diffusion-xl-base-1.0"),
+        ("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers", "sentence-transformers__all-MiniLM-L6-v2"),
+    ],
+)
+def test_hub_repo_equals_its_files_read_locally(stand_in: str, tmp_path: Path, repo: str, library: str, folder: str) -> None:
+    from estimator import estimate
+
+    hub = _estimate(stand_in, tmp_path / "hf", repo, "float16,int4")
+    assert hub["source"] == "hub" and hub["library"] == library and hub["revision"]
+    local = estimate(str(CATALOG / folder), dtypes=["float16", "int4"])
+    assert [r["total_bytes"] for r in hub["rows"]] == [r.total_bytes for r in local.rows]
+
+
+def test_hub_transformers_int_rows(stand_in: str, tmp_path: Path) -> None:
+    from estimator import estimate
+
+    hub = _estimate(stand_in, tmp_path / "hf", "meta-llama/Llama-3.1-8B", "bfloat16,int8,int4")
+    assert hub["rows"][0]["method"] == "stored"
+    local = estimate(str(CATALOG / "meta-llama__Llama-3.1-8B"), dtypes=["int8", "int4"])
+    assert [r["total_bytes"] for r in hub["rows"][1:]] == [r.total_bytes for r in local.rows]
+    assert all(r["method"] == "exact" and r["training_adam_bytes"] is None for r in hub["rows"][1:])

@@ -1,0 +1,209 @@
+"""int8 / int4 rows against real bitsandbytes: small models quantized on CPU, every byte counted.
+
+The truth is what ``from_pretrained(..., quantization_config=BitsAndBytesConfig(...), dtype=float16)``
+leaves in memory: each distinct tensor storage reachable from the model — parameters, buffers,
+``Int8Params.SCB`` and ``Params4bit.quant_state`` (absmax, code, nested state, offset), which are
+attributes, not buffers. The estimate comes from a meta build and never imports bitsandbytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+bnb = pytest.importorskip("bitsandbytes")
+transformers = pytest.importorskip("transformers")
+
+from estimator import estimate
+from estimator.bnb import (
+    BnbScheme,
+    int4_weight_bytes,
+    int8_weight_bytes,
+    quantized_bytes,
+)
+from estimator.loadrows import build
+from estimator.options import DType, Library
+from estimator.reference import ModelRef
+from estimator.resolve import Resolved
+
+
+def _walk(obj: Any, storages: dict[int, int], seen: set[int]) -> None:
+    """Every tensor storage reachable from ``obj`` through modules, tensors' and bitsandbytes objects' attributes."""
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        storage = obj.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        for value in vars(obj).values() if hasattr(obj, "__dict__") else ():
+            _walk(value, storages, seen)
+    elif isinstance(obj, torch.nn.Module):
+        for value in [*obj._parameters.values(), *obj._buffers.values(), *obj._modules.values()]:
+            if value is not None:
+                _walk(value, storages, seen)
+        for key, value in vars(obj).items():
+            if not key.startswith("_"):
+                _walk(value, storages, seen)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            _walk(value, storages, seen)
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            _walk(value, storages, seen)
+    elif type(obj).__module__.startswith("bitsandbytes") and hasattr(obj, "__dict__"):
+        for value in vars(obj).values():
+            _walk(value, storages, seen)
+
+
+def allocated_bytes(model: torch.nn.Module) -> int:
+    storages: dict[int, int] = {}
+    _walk(model, storages, set())
+    return sum(storages.values())
+
+
+def _bnb_config(scheme: BnbScheme) -> Any:
+    if scheme is BnbScheme.INT8:
+        return transformers.BitsAndBytesConfig(load_in_8bit=True)
+    return transformers.BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16,
+        bnb_4bit_use_double_quant=scheme is BnbScheme.INT4_DOUBLE,
+    )
+
+
+SMALL_CONFIGS = {
+    # untied lm_head, no biases, GQA, an intermediate size that is not a multiple of 64 per row
+    "llama": transformers.LlamaConfig(
+        hidden_size=96, intermediate_size=200, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=500, architectures=["LlamaForCausalLM"],
+    ),
+    # biases everywhere; the pooler owns the last parameter, so transformers keeps it in 16 bits
+    "bert": transformers.BertConfig(
+        hidden_size=64, intermediate_size=136, num_hidden_layers=2, num_attention_heads=4, vocab_size=300,
+        max_position_embeddings=64, architectures=["BertModel"],
+    ),
+    # _keep_in_fp32_modules: from_pretrained(dtype=float16) keeps the 'wo' layers in float32
+    "t5": transformers.T5Config(
+        d_model=64, d_ff=96, d_kv=16, num_layers=2, num_heads=4, vocab_size=300, architectures=["T5ForConditionalGeneration"],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    paths = {}
+    for name, config in SMALL_CONFIGS.items():
+        torch.manual_seed(0)
+        cls = getattr(transformers, config.architectures[0])
+        path = tmp_path_factory.mktemp(name)
+        cls(config).save_pretrained(path)
+        paths[name] = path
+    return paths
+
+
+def _real(path: Path, scheme: BnbScheme) -> int:
+    cls = getattr(transformers, transformers.AutoConfig.from_pretrained(path).architectures[0])
+    model = cls.from_pretrained(path, quantization_config=_bnb_config(scheme), dtype=torch.float16, device_map="cpu")
+    quantized = [m for m in model.modules() if isinstance(m, (bnb.nn.Linear8bitLt, bnb.nn.Linear4bit))]
+    assert quantized, "bitsandbytes quantized nothing"
+    if scheme is not BnbScheme.INT8:
+        assert all(m.weight.quant_state is not None for m in quantized)
+    return allocated_bytes(model)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
+@pytest.mark.parametrize("dtype", ["int8", "int4"])
+def test_rows_equal_real_bitsandbytes_allocation(checkpoints: dict[str, Path], name: str, dtype: str) -> None:
+    scheme = BnbScheme.INT8 if dtype == "int8" else BnbScheme.INT4
+    row = estimate(str(checkpoints[name]), dtypes=[dtype]).row(dtype)
+    assert row.method == "exact"
+    assert row.training_adam_bytes is None and any("QLoRA" in note for note in row.notes)
+    assert row.total_bytes == _real(checkpoints[name], scheme)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
+def test_double_quant_equals_real_bitsandbytes_allocation(checkpoints: dict[str, Path], name: str) -> None:
+    path = checkpoints[name]
+    resolved = Resolved(ref=ModelRef(path=path), source="local", library=Library.TRANSFORMERS,
+                        config=transformers.AutoConfig.from_pretrained(path).to_dict())
+    estimated = quantized_bytes(build(resolved, DType.FLOAT16), BnbScheme.INT4_DOUBLE).total_bytes
+    assert estimated == _real(path, BnbScheme.INT4_DOUBLE)
+    row = estimate(str(path), dtypes=["int4"]).row("int4")
+    assert f"{estimated:,}" in row.notes[-1]
+
+
+@pytest.mark.parametrize(("out_features", "in_features"), [(64, 64), (200, 96), (7, 9), (1, 1)])
+@pytest.mark.parametrize("scheme", list(BnbScheme))
+def test_one_layer_layout_equals_bitsandbytes(out_features: int, in_features: int, scheme: BnbScheme) -> None:
+    """One Linear quantized by bitsandbytes itself (``.to("cpu")`` quantizes), odd sizes included."""
+    torch.manual_seed(0)
+    weight = torch.randn(out_features, in_features, dtype=torch.float16)
+    if scheme is BnbScheme.INT8:
+        layer = bnb.nn.Linear8bitLt(in_features, out_features, bias=False, has_fp16_weights=False)
+        layer.weight = bnb.nn.Int8Params(weight, requires_grad=False, has_fp16_weights=False)
+        expected = int8_weight_bytes(out_features, in_features)
+    else:
+        layer = bnb.nn.Linear4bit(in_features, out_features, bias=False, compute_dtype=torch.float16,
+                                  compress_statistics=scheme is BnbScheme.INT4_DOUBLE, quant_type="nf4")
+        layer.weight = bnb.nn.Params4bit(weight, requires_grad=False, compress_statistics=scheme is BnbScheme.INT4_DOUBLE, quant_type="nf4")
+        expected = int4_weight_bytes(out_features * in_features, double_quant=scheme is BnbScheme.INT4_DOUBLE)
+    layer = layer.to("cpu")
+    assert layer.weight.dtype in (torch.int8, torch.uint8)
+    assert allocated_bytes(layer) == expected
+
+
+def _header_tensors(path: Path) -> list[Any]:
+    """The checkpoint's tensors as its safetensors header lists them (what the Hub path reads)."""
+    from safetensors import safe_open
+
+    from estimator.stored import StoredTensor
+
+    tensors = []
+    with safe_open(str(path / "model.safetensors"), framework="pt") as handle:
+        for name in handle.keys():  # noqa: SIM118 - safe_open handles are not iterable
+            piece = handle.get_slice(name)
+            numel = 1
+            for dim in piece.get_shape():
+                numel *= dim
+            tensors.append(StoredTensor(name=name, dtype=piece.get_dtype(), numel=numel))
+    return tensors
+
+
+@pytest.mark.parametrize("scheme", list(BnbScheme))
+def test_prequantized_checkpoint_row_equals_its_real_load(checkpoints: dict[str, Path], tmp_path: Path, scheme: BnbScheme) -> None:
+    """A checkpoint saved after bitsandbytes quantization: the stored row equals what loading it allocates."""
+    import json
+
+    from estimator.loadrows import _prequantized_row
+
+    path = checkpoints["llama"]
+    quantized = transformers.LlamaForCausalLM.from_pretrained(path, quantization_config=_bnb_config(scheme), dtype=torch.float16, device_map="cpu")
+    quantized.save_pretrained(tmp_path)
+    reloaded = transformers.LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.float16, device_map="cpu")
+    config = json.loads((tmp_path / "config.json").read_text())
+    resolved = Resolved(ref=ModelRef(repo_id="someone/prequantized"), source="hub", library=Library.TRANSFORMERS, config=config)
+    dtype = DType.INT8 if scheme is BnbScheme.INT8 else DType.INT4
+    row = _prequantized_row(_header_tensors(tmp_path), resolved, dtype, [])
+    assert row.method == "stored"
+    # The stored path counts what the checkpoint holds: buffers that are never saved (rotary
+    # inv_freq, non-persistent) are not in it, as stored.py documents.
+    unsaved = sum(
+        buffer.untyped_storage().nbytes()
+        for module in reloaded.modules()
+        for name, buffer in module.named_buffers(recurse=False)
+        if name in module._non_persistent_buffers_set
+    )
+    assert unsaved < 1024
+    assert row.total_bytes == allocated_bytes(reloaded) - unsaved
+    other = _prequantized_row(_header_tensors(tmp_path), resolved, DType.INT4 if dtype is DType.INT8 else DType.INT8, [])
+    assert other.total_bytes is None and "not re-quantized" in other.notes[0]
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
+def test_float16_row_equals_real_load(checkpoints: dict[str, Path], name: str) -> None:
+    """The 16-bit build the int rows start from: from_pretrained(dtype=float16), float32 exceptions included."""
+    cls = getattr(transformers, SMALL_CONFIGS[name].architectures[0])
+    real = cls.from_pretrained(checkpoints[name], dtype=torch.float16, device_map="cpu")
+    assert estimate(str(checkpoints[name]), dtypes=["float16"]).row("float16").total_bytes == allocated_bytes(real)
