@@ -108,7 +108,8 @@ def test_sharded_checkpoint_equals_the_index_total_size(results: dict[str, dict[
     bloom = ok(results, "bloom")["rows"][0]
     assert bloom["largest_layer_bytes"] == 250880 * 14336 * 2  # word_embeddings, the largest no-split group
     llama = ok(results, "llama-8b")
-    assert llama["rows"][2]["dtype"] == "int4" and llama["rows"][2]["total_bytes"] is None
+    int4 = llama["rows"][2]
+    assert int4["dtype"] == "int4" and 0 < int4["total_bytes"] < llama["rows"][0]["total_bytes"] and int4["training_adam_bytes"] is None
 
 
 def test_repeated_request_costs_only_the_revision_lookup(results: dict[str, dict[str, Any]]) -> None:
