@@ -37,11 +37,8 @@ def build(resolved: Resolved, dtype: DType, *, trust_remote_code: bool = False) 
         from estimator.build.st_models import build_sentence_transformer
 
         return build_sentence_transformer(resolved.extra, torch_dtype(dtype), model=resolved.name)
-    from estimator.build.dtype_plan import apply_dtype_plan
-
     remote_ref = str(resolved.ref.path) if resolved.ref.path is not None else resolved.ref.repo_id
-    built = build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
-    return apply_dtype_plan(built, torch_dtype(dtype))
+    return build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
 
 
 def built_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:

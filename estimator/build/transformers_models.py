@@ -4,7 +4,9 @@ The class is the one the checkpoint is published for (``config.architectures[0]`
 count (accelerate builds the bare ``AutoModel`` and misses an untied ``lm_head``); where that class
 is unknown, ``AutoModel``'s class for the config. ``cls._from_config(config, dtype=X)`` is exactly
 what ``from_pretrained`` builds before loading weights: tied weights are one tensor, and buffers the
-modeling code makes in float32 on purpose (rotary ``inv_freq``) stay float32.
+modeling code makes in float32 on purpose (rotary ``inv_freq``) stay float32. The parameters that
+``from_pretrained`` loads in float32 in a 16-bit load (``_keep_in_fp32_modules``, T5's ``wo``) are then
+cast as it casts them (:mod:`estimator.build.dtype_plan`).
 """
 
 from __future__ import annotations
@@ -79,13 +81,17 @@ def model_class(config: Any, *, model: str, trust_remote_code: bool = False) -> 
 
 
 def build_transformers(config: dict[str, Any], dtype: torch.dtype, *, model: str, trust_remote_code: bool = False, remote_ref: str | None = None) -> nn.Module:
-    """The published class of ``config``, built on the meta device in ``dtype``."""
+    """The published class of ``config``, built on the meta device as ``from_pretrained(dtype=dtype)`` lays it out."""
+    from estimator.build.dtype_plan import apply_dtype_plan
+
     hf_config = transformers_config(config, model=model, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
     cls = model_class(hf_config, model=model, trust_remote_code=trust_remote_code)
     try:
         with torch.device("meta"):
             if trust_remote_code and not hasattr(cls, "_from_config"):
-                return cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]
-            return cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]
+                built = cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]
+            else:
+                built = cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]
     except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, RuntimeError) as exc:
         raise MalformedConfigError(f"transformers could not build {cls.__name__} from the config of {model}: {exc}") from None
+    return apply_dtype_plan(built, dtype)
