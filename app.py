@@ -1,0 +1,198 @@
+"""The Space page: type a Hub model id, get the memory it needs per dtype.
+
+``python app.py`` serves it (``GRADIO_SERVER_PORT`` / ``GRADIO_SERVER_NAME`` as for any Gradio
+app, ``HF_ENDPOINT`` as for any Hub client). This module only wires widgets to the core
+(:func:`estimator.estimate`) and to the pure helpers in :mod:`estimator_app`; errors reach the
+page as ``gr.Error`` messages from :func:`estimator.messages.user_message`, never tracebacks.
+The app never sets ``trust_remote_code`` and never sends the server's own Hub token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Before huggingface_hub is imported: a Space's own HF_TOKEN (or a login on the machine) must never
+# be sent on a visitor's behalf; only a token the visitor typed is.
+os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import gradio as gr  # noqa: E402 - after the environment above
+
+from estimator import estimate  # noqa: E402
+from estimator.messages import user_message  # noqa: E402
+from estimator_app import chart, form, gpus, tables  # noqa: E402
+
+logger = logging.getLogger("estimator_app")
+
+EXAMPLES = (
+    "openai-community/gpt2",
+    "Qwen/Qwen2.5-7B",
+    "mistralai/Mixtral-8x7B-v0.1",
+    "google-bert/bert-base-cased",
+    "timm/resnet50.a1_in1k",
+)
+CONCURRENCY = int(os.environ.get("ESTIMATOR_APP_CONCURRENCY", "2"))
+QUEUE_SIZE = int(os.environ.get("ESTIMATOR_APP_QUEUE_SIZE", "32"))
+DOWNLOADS = Path(tempfile.gettempdir()) / "estimator_app"
+LINK_JS = """(query) => {
+  if (!query) { return ""; }
+  const url = window.location.origin + window.location.pathname + "?" + query;
+  try { window.history.replaceState(null, "", url); } catch (e) {}
+  return url;
+}"""
+CSS = """
+#notices { border-left: 4px solid #f59e0b; padding-left: .75rem; }
+.example-row button { flex: 0 1 auto !important; min-width: 0 !important; }
+"""
+
+
+def _run(state: form.FormState, progress: gr.Progress, token: str | None = None) -> tuple[Any, ...]:
+    """Estimate ``state`` and render every output; any failure becomes a friendly ``gr.Error``."""
+    progress(0.05, desc=f"Reading {state.model} from the Hub")
+    try:
+        result = estimate(state.model, **state.estimate_kwargs(), token=token or None, trust_remote_code=False, cross_check=True)
+    except Exception as exc:  # noqa: BLE001 - the app's one place where failures become messages
+        message, status = user_message(exc)
+        if status == 1:
+            logger.exception("estimate failed for %s", state.model)
+        else:
+            logger.info("refused %s: %s", state.model, message)
+        raise gr.Error(message, title="Could not estimate", print_exception=False) from None
+    progress(0.9, desc="Rendering")
+    folder = Path(tempfile.mkdtemp(prefix="result-", dir=_downloads()))
+    csv_path, json_path = tables.write_downloads(result, folder)
+    frame = chart.chart_frame(result)
+    plot = gr.BarPlot(value=frame, title=chart.chart_title(result), sort=list(dict.fromkeys(frame["bar"])))
+    return (
+        tables.summary(result),
+        tables.results_frame(result),
+        gr.DownloadButton(value=str(csv_path), visible=True),
+        gr.DownloadButton(value=str(json_path), visible=True),
+        form.to_query(_pinned(state, result.revision)),
+        plot,
+        gpus.fits_frame(result, state.gpu),
+        gpus.fits_caption(result.mode),
+        tables.method_note(result),
+    )
+
+
+def _pinned(state: form.FormState, revision: str | None) -> form.FormState:
+    """The link pins the commit that was estimated, so it reproduces this very result."""
+    from dataclasses import replace
+
+    return replace(state, revision=revision) if revision and len(revision) == 40 else state
+
+
+def _downloads() -> Path:
+    DOWNLOADS.mkdir(parents=True, exist_ok=True)
+    return DOWNLOADS
+
+
+def _state(*values: Any) -> form.FormState:
+    try:
+        return form.from_form(*values)
+    except ValueError as exc:
+        raise gr.Error(str(exc), title="Check the form", print_exception=False) from None
+
+
+def run_form(*values: Any, progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008 - Gradio's idiom
+    *fields, token = values
+    return _run(_state(*fields), progress, token)
+
+
+def run_on_load(autorun: bool, *values: Any, progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008
+    """After a share link filled the form: run it, with no click. Without a model, change nothing."""
+    if not autorun:
+        return tuple(gr.skip() for _ in range(9))
+    return run_form(*values, progress=progress)
+
+
+def load_link(request: gr.Request) -> tuple[Any, ...]:
+    """Fill the form from the page URL's query parameters; show a notice for each one ignored."""
+    raw = getattr(request, "query_params", None) if request is not None else None
+    params = list(raw.multi_items()) if hasattr(raw, "multi_items") else list(dict(raw or {}).items())
+    parsed = form.from_query(params)
+    s = parsed.state
+    notice = ""
+    if parsed.notices:
+        notice = "**Some link parameters were ignored:**\n" + "\n".join(f"- {n}" for n in parsed.notices)
+    return (
+        s.model, s.revision, s.library, list(s.dtypes), s.mode, s.batch, s.seq or 0, s.image or 0, s.new_tokens,
+        s.device, s.optimizer, s.pure16, s.checkpointing, s.lora or 0, s.gpu or "none",
+        gr.Markdown(notice, visible=bool(notice)), bool(s.model) and parsed.given,
+    )
+
+
+def build() -> gr.Blocks:
+    with gr.Blocks(title="Model Memory Estimator") as demo:
+        gr.Markdown(
+            "# Model Memory Estimator\n"
+            "How much memory a Hugging Face model needs, per dtype, without downloading its weights: "
+            "the model is built on PyTorch's meta device or read from its safetensors headers."
+        )
+        notices = gr.Markdown(visible=False, elem_id="notices")
+        with gr.Row(equal_height=True):
+            model = gr.Textbox(label="Model id or Hub URL", placeholder="openai-community/gpt2", scale=4, elem_id="model")
+            revision = gr.Textbox(label="Revision", value="main", scale=1, min_width=120, elem_id="revision")
+            library = gr.Dropdown(list(form.LIBRARIES), value="auto", label="Library", scale=1, min_width=160, elem_id="library")
+        with gr.Row(elem_classes="example-row"):
+            example_buttons = [gr.Button(name, size="sm", variant="secondary", elem_classes="example") for name in EXAMPLES]
+        dtypes = gr.CheckboxGroup(list(form.DTYPES), value=list(form.FormState().dtypes), label="dtypes", elem_id="dtypes")
+        with gr.Accordion("Advanced", open=False, elem_id="advanced"):
+            with gr.Row():
+                mode = gr.Radio(list(form.MODES), value="load", label="Mode", info="inference and training arrive with the peak simulator")
+                device = gr.Radio(list(form.DEVICES), value="cuda", label="Target device")
+                gpu = gr.Dropdown(["none", *gpus.GPU_NAMES], value="none", label="Your GPU (listed first in 'fits on')")
+            with gr.Row():
+                batch = gr.Number(1, label="Batch size", minimum=1, precision=0)
+                seq = gr.Number(0, label="Sequence length (0 = default)", minimum=0, precision=0)
+                image = gr.Number(0, label="Image size (0 = from the config)", minimum=0, precision=0)
+                new_tokens = gr.Number(0, label="New tokens (inference)", minimum=0, precision=0)
+            with gr.Row():
+                optimizer = gr.Dropdown(list(form.OPTIMIZERS), value="adamw", label="Optimizer (training)")
+                pure16 = gr.Checkbox(False, label="Pure 16-bit (training)")
+                checkpointing = gr.Checkbox(False, label="Gradient checkpointing (training)")
+                lora = gr.Number(0, label="LoRA rank (0 = full fine-tuning)", minimum=0, precision=0)
+            token = gr.Textbox(label="Hub token for gated or private models (optional; never stored)", type="password", elem_id="token")
+        go = gr.Button("Estimate memory", variant="primary", elem_id="go")
+
+        summary = gr.Markdown(elem_id="summary")
+        results = gr.DataFrame(label="Memory per dtype", interactive=False, wrap=True, elem_id="results")
+        with gr.Row():
+            csv_button = gr.DownloadButton("Exact bytes (CSV)", visible=False, size="sm", elem_id="csv")
+            json_button = gr.DownloadButton("Exact bytes (JSON)", visible=False, size="sm", elem_id="json")
+        query = gr.Textbox(visible=False)
+        link = gr.Textbox(label="Share link (opens this result)", interactive=False, buttons=["copy"], elem_id="share-link")
+        plot = gr.BarPlot(x="bar", y="GiB", color="part", color_map=chart.COLORS, label="Memory by part", x_title="dtype", y_title="GiB", elem_id="chart")
+        fits = gr.DataFrame(label="Fits on", interactive=False, wrap=True, elem_id="fits")
+        fits_note = gr.Markdown()
+        method = gr.Markdown(elem_id="method")
+
+        fields = [model, revision, library, dtypes, mode, batch, seq, image, new_tokens, device, optimizer, pure16, checkpointing, lora, gpu]
+        outputs = [summary, results, csv_button, json_button, query, plot, fits, fits_note, method]
+        autorun = gr.State(False)
+
+        def show_link(event: Any) -> None:
+            event.then(None, inputs=[query], outputs=[link], js=LINK_JS)
+
+        show_link(go.click(run_form, inputs=[*fields, token], outputs=outputs, concurrency_id="estimate"))
+        show_link(model.submit(run_form, inputs=[*fields, token], outputs=outputs, concurrency_id="estimate"))
+        for button, name in zip(example_buttons, EXAMPLES):
+            chosen = button.click(lambda n=name: n, outputs=[model], queue=False)
+            show_link(chosen.then(run_form, inputs=[*fields, token], outputs=outputs, concurrency_id="estimate"))
+        loaded = demo.load(load_link, outputs=[*fields, notices, autorun], queue=False)
+        show_link(loaded.then(run_on_load, inputs=[autorun, *fields, token], outputs=outputs, concurrency_id="estimate"))
+    return demo
+
+
+demo = build()
+demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    demo.launch(css=CSS)
