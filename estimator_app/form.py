@@ -240,15 +240,22 @@ def from_form(
     Raises ``ValueError`` with a user-facing message for values the widgets should not allow.
     """
 
+    labels = {"batch": "Batch size", "seq": "Sequence length", "image": "Image size", "lora": "LoRA rank", "new_tokens": "New tokens"}
+
     def whole(value: Any, name: str, zero_is_none: bool = False) -> int | None:
         if value is None or value == "":
             return None if zero_is_none else LIMITS[name][0]
-        number = float(value)
-        if number != int(number):
-            raise ValueError(f"{name} must be a whole number; got {value}.")
-        if zero_is_none and int(number) == 0:
-            return None
-        return _int(str(int(number)), name)
+        try:
+            number = float(value)
+            if number != int(number):
+                raise ValueError
+            if zero_is_none and int(number) == 0:
+                return None
+            return _int(str(int(number)), name)
+        except (ValueError, OverflowError):
+            lo, hi = LIMITS[name]
+            lo = 0 if zero_is_none else lo
+            raise ValueError(f"{labels[name]} must be a whole number from {lo} to {hi:,}; got {value}.") from None
 
     model = (model or "").strip()
     if not model:
@@ -256,23 +263,20 @@ def from_form(
     chosen = tuple(d for d in DTYPES if d in (dtypes or ())) if dtypes else ()
     if not chosen:
         raise ValueError("Tick at least one dtype.")
-    try:
-        return FormState(
-            model=model,
-            revision=(revision or "").strip() or "main",
-            library=_choice(library or "auto", LIBRARIES),
-            dtypes=chosen,
-            mode=_choice(mode or "load", MODES),
-            batch=whole(batch, "batch") or 1,
-            seq=whole(seq, "seq", zero_is_none=True),
-            image=whole(image, "image", zero_is_none=True),
-            new_tokens=int(float(new_tokens)) if new_tokens not in (None, "") and float(new_tokens) >= 0 else 0,
-            device=_choice(device or "cuda", DEVICES),
-            optimizer=_choice(optimizer or "adamw", OPTIMIZERS),
-            pure16=bool(pure16),
-            checkpointing=bool(checkpointing),
-            lora=whole(lora, "lora", zero_is_none=True),
-            gpu=None if not gpu or gpu == "none" else gpu,
-        )
-    except ValueError as exc:
-        raise ValueError(str(exc)[:1].upper() + str(exc)[1:]) from None
+    return FormState(
+        model=model,
+        revision=(revision or "").strip() or "main",
+        library=_choice(library or "auto", LIBRARIES),
+        dtypes=chosen,
+        mode=_choice(mode or "load", MODES),
+        batch=whole(batch, "batch") or 1,
+        seq=whole(seq, "seq", zero_is_none=True),
+        image=whole(image, "image", zero_is_none=True),
+        new_tokens=whole(new_tokens, "new_tokens") or 0,
+        device=_choice(device or "cuda", DEVICES),
+        optimizer=_choice(optimizer or "adamw", OPTIMIZERS),
+        pure16=bool(pure16),
+        checkpointing=bool(checkpointing),
+        lora=whole(lora, "lora", zero_is_none=True),
+        gpu=None if not gpu or gpu == "none" else gpu,
+    )
