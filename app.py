@@ -67,15 +67,15 @@ def _run(state: form.FormState, progress: gr.Progress, token: str | None = None)
     folder = Path(tempfile.mkdtemp(prefix="result-", dir=_downloads()))
     csv_path, json_path = tables.write_downloads(result, folder)
     frame = chart.chart_frame(result)
-    plot = gr.BarPlot(value=frame, title=chart.chart_title(result), sort=list(dict.fromkeys(frame["bar"])))
+    plot = gr.BarPlot(value=frame, title=chart.chart_title(result), sort=list(dict.fromkeys(frame["bar"])), visible=True)
     return (
         tables.summary(result),
-        tables.results_frame(result),
+        gr.DataFrame(tables.results_frame(result), visible=True),
         gr.DownloadButton(value=str(csv_path), visible=True),
         gr.DownloadButton(value=str(json_path), visible=True),
         form.to_query(_pinned(state, result.revision)),
         plot,
-        gpus.fits_frame(result, state.gpu),
+        gr.DataFrame(gpus.fits_frame(result, state.gpu), visible=True),
         gpus.fits_caption(result.mode),
         tables.method_note(result),
     )
@@ -162,14 +162,14 @@ def build() -> gr.Blocks:
         go = gr.Button("Estimate memory", variant="primary", elem_id="go")
 
         summary = gr.Markdown(elem_id="summary")
-        results = gr.DataFrame(label="Memory per dtype", interactive=False, wrap=True, elem_id="results")
+        results = gr.DataFrame(label="Memory per dtype", interactive=False, wrap=True, visible=False, elem_id="results")
         with gr.Row():
             csv_button = gr.DownloadButton("Exact bytes (CSV)", visible=False, size="sm", elem_id="csv")
             json_button = gr.DownloadButton("Exact bytes (JSON)", visible=False, size="sm", elem_id="json")
         query = gr.Textbox(visible=False)
         link = gr.Textbox(label="Share link (opens this result)", interactive=False, buttons=["copy"], elem_id="share-link")
-        plot = gr.BarPlot(x="bar", y="GiB", color="part", color_map=chart.COLORS, label="Memory by part", x_title="dtype", y_title="GiB", elem_id="chart")
-        fits = gr.DataFrame(label="Fits on", interactive=False, wrap=True, elem_id="fits")
+        plot = gr.BarPlot(x="bar", y="GiB", color="part", color_map=chart.COLORS, label="Memory by part", x_title="dtype", y_title="GiB", x_label_angle=-30, visible=False, elem_id="chart")
+        fits = gr.DataFrame(label="Fits on", interactive=False, wrap=True, visible=False, elem_id="fits")
         fits_note = gr.Markdown()
         method = gr.Markdown(elem_id="method")
 

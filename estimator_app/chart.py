@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 GiB = 1024**3
 COLUMNS = ("bar", "part", "GiB")
-ADAM_EXTRA = "gradients + Adam states (+ fp32 master)"
+ADAM_EXTRA = "with Adam: gradients + states (+ fp32 master)"  # sorts after "weights": stacked on top
 COLORS = {
     "weights": "#3b82f6",
     ADAM_EXTRA: "#f97316",
@@ -55,4 +55,4 @@ def chart_frame(estimate: Estimate) -> pd.DataFrame:
 def chart_title(estimate: Estimate) -> str:
     if any(row.components for row in estimate.rows):
         return f"Memory at the {estimate.mode} peak, by component (GiB)"
-    return "Weights to load, and training with Adam without activations, per dtype (GiB)"
+    return "Load, and Adam training without activations (GiB)"

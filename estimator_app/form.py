@@ -260,7 +260,7 @@ def from_form(
     model = (model or "").strip()
     if not model:
         raise ValueError("Type a model id (for example openai-community/gpt2) or a Hub URL, or click an example.")
-    chosen = tuple(d for d in DTYPES if d in (dtypes or ())) if dtypes else ()
+    chosen = tuple(dict.fromkeys(d for d in (dtypes or ()) if d in DTYPES))  # rows in the order given, as the CLI
     if not chosen:
         raise ValueError("Tick at least one dtype.")
     return FormState(

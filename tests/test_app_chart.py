@@ -23,7 +23,7 @@ def test_load_rows_chart_weights_and_the_adam_breakdown() -> None:
     assert sums["float32 train"] == 16
     assert frame[frame["part"] == ADAM_EXTRA]["GiB"].tolist() == [12]
     assert sums["int4 load"] == pytest.approx(0.5)
-    assert "training with Adam" in chart_title(Estimate(model="m", library="t", source="local", mode="load", rows=rows))
+    assert "Adam training" in chart_title(Estimate(model="m", library="t", source="local", mode="load", rows=rows))
 
 
 def test_peak_rows_chart_their_components() -> None:

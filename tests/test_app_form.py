@@ -77,7 +77,7 @@ def test_overlong_values_are_cut_in_notices() -> None:
 
 def test_from_form_maps_widgets_and_zero_means_auto() -> None:
     state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "none")
-    assert state == FormState(model="gpt2", dtypes=("float32", "int4"), mode="inference", batch=2, new_tokens=5)
+    assert state == FormState(model="gpt2", dtypes=("int4", "float32"), mode="inference", batch=2, new_tokens=5)
     assert state.estimate_kwargs()["revision"] is None
     assert "trust_remote_code" not in state.estimate_kwargs()
     assert "gpu" not in state.estimate_kwargs()
