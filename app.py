@@ -25,7 +25,8 @@ import gradio as gr  # noqa: E402 - after the environment above
 
 from estimator import estimate  # noqa: E402
 from estimator.messages import user_message  # noqa: E402
-from estimator_app import chart, form, gpus, tables  # noqa: E402
+from estimator.result import Estimate  # noqa: E402
+from estimator_app import chart, form, gpus, posting, tables  # noqa: E402
 
 logger = logging.getLogger("estimator_app")
 
@@ -36,6 +37,8 @@ EXAMPLES = (
     "google-bert/bert-base-cased",
     "timm/resnet50.a1_in1k",
 )
+OAUTH = bool(os.environ.get("OAUTH_CLIENT_ID"))  # set on a Space whose front matter has hf_oauth: true
+N_OUTPUTS = 10
 CONCURRENCY = int(os.environ.get("ESTIMATOR_APP_CONCURRENCY", "2"))
 QUEUE_SIZE = int(os.environ.get("ESTIMATOR_APP_QUEUE_SIZE", "32"))
 DOWNLOADS = Path(tempfile.gettempdir()) / "estimator_app"
@@ -78,6 +81,7 @@ def _run(state: form.FormState, progress: gr.Progress, token: str | None = None)
         gr.DataFrame(gpus.fits_frame(result, state.gpu), visible=True),
         gpus.fits_caption(result.mode),
         tables.method_note(result),
+        result,
     )
 
 
@@ -108,7 +112,7 @@ def run_form(*values: Any, progress: gr.Progress = gr.Progress()) -> tuple[Any, 
 def run_on_load(autorun: bool, *values: Any, progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008
     """After a share link filled the form: run it, with no click. Without a model, change nothing."""
     if not autorun:
-        return tuple(gr.skip() for _ in range(9))
+        return tuple(gr.skip() for _ in range(N_OUTPUTS))
     return run_form(*values, progress=progress)
 
 
@@ -126,6 +130,48 @@ def load_link(request: gr.Request) -> tuple[Any, ...]:
         s.device, s.optimizer, s.pure16, s.checkpointing, s.lora or 0, s.gpu or "none",
         gr.Markdown(notice, visible=bool(notice)), bool(s.model) and parsed.given,
     )
+
+
+def _post_token(typed: str | None, oauth_token: gr.OAuthToken | None) -> str | None:
+    """The visitor's own token: the OAuth login's on a Space, else the one they typed. Never the server's."""
+    if oauth_token is not None and getattr(oauth_token, "token", None):
+        return str(oauth_token.token)
+    return (typed or "").strip() or None
+
+
+def _existing_note(existing: posting.Existing) -> str:
+    return f"This model already has this discussion: [#{existing.num}]({existing.url}). Add to it there rather than opening a duplicate."
+
+
+def preview_post(last: Estimate | None, link: str, typed: str | None, oauth_token: gr.OAuthToken | None = None) -> tuple[str, str]:
+    """The body that would be posted, and whether the repo already has a discussion with our title."""
+    if last is None:
+        raise gr.Error("Estimate a model first; then its result can be posted.", title="Nothing to post", print_exception=False)
+    try:
+        repo = posting.repo_id(last)
+        existing = posting.find_existing(repo, posting.title(last), token=_post_token(typed, oauth_token))
+    except posting.PostingError as exc:
+        raise gr.Error(exc.message, title="Cannot post", print_exception=False) from None
+    preview = f"**{posting.title(last)}** (on {repo})\n\n" + posting.body(last, link)
+    status = _existing_note(existing) if existing else f"No discussion with this title on {repo} yet. Post it when it reads right."
+    return preview, status
+
+
+def post_result(last: Estimate | None, link: str, typed: str | None, oauth_token: gr.OAuthToken | None = None) -> str:
+    """Post with the visitor's token, unless the discussion exists; return a Markdown link to it."""
+    if last is None:
+        raise gr.Error("Estimate a model first; then its result can be posted.", title="Nothing to post", print_exception=False)
+    token = _post_token(typed, oauth_token)
+    try:
+        repo = posting.repo_id(last)
+        title = posting.title(last)
+        existing = posting.find_existing(repo, title, token=token)
+        if existing:
+            return _existing_note(existing)
+        url = posting.post(repo, title, posting.body(last, link), token=token or "")
+    except posting.PostingError as exc:
+        raise gr.Error(exc.message, title="Could not post", print_exception=False) from None
+    return f"Posted: [{url}]({url})"
 
 
 def build() -> gr.Blocks:
@@ -172,9 +218,25 @@ def build() -> gr.Blocks:
         fits = gr.DataFrame(label="Fits on", interactive=False, wrap=True, visible=False, elem_id="fits")
         fits_note = gr.Markdown()
         method = gr.Markdown(elem_id="method")
+        last = gr.State(None)
+        with gr.Accordion("Post this result to the model's Hub discussions", open=False, elem_id="post"):
+            gr.Markdown(
+                "The post is made with **your** Hugging Face account"
+                + (": sign in below." if OAUTH else ": paste a token with the write-discussions permission (it is used for this post only, never stored).")
+            )
+            if OAUTH:
+                gr.LoginButton()
+            post_token = gr.Textbox(label="Your Hub token (write-discussions)", type="password", visible=not OAUTH, elem_id="post-token")
+            with gr.Row():
+                preview_button = gr.Button("Preview", elem_id="post-preview-button")
+                post_button = gr.Button("Post", variant="primary", elem_id="post-button")
+            post_status = gr.Markdown(elem_id="post-status")
+            post_preview = gr.Markdown(elem_id="post-preview")
+        preview_button.click(preview_post, inputs=[last, link, post_token], outputs=[post_preview, post_status])
+        post_button.click(post_result, inputs=[last, link, post_token], outputs=[post_status], concurrency_id="post", concurrency_limit=1)
 
         fields = [model, revision, library, dtypes, mode, batch, seq, image, new_tokens, device, optimizer, pure16, checkpointing, lora, gpu]
-        outputs = [summary, results, csv_button, json_button, query, plot, fits, fits_note, method]
+        outputs = [summary, results, csv_button, json_button, query, plot, fits, fits_note, method, last]
         autorun = gr.State(False)
 
         def show_link(event: Any) -> None:
