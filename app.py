@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,15 @@ EXAMPLES = (
 )
 OAUTH = bool(os.environ.get("OAUTH_CLIENT_ID"))  # set on a Space whose front matter has hf_oauth: true
 N_OUTPUTS = 10
-CONCURRENCY = int(os.environ.get("ESTIMATOR_APP_CONCURRENCY", "2"))
-QUEUE_SIZE = int(os.environ.get("ESTIMATOR_APP_QUEUE_SIZE", "32"))
+# Two lanes: up to WORKERS requests run at once, but only BUILDERS of them may build a model the
+# core has not answered before; repeats (answered from the core's cache by commit) never wait
+# behind a heavy build. The queue is bounded: past QUEUE_SIZE waiting requests, Gradio says busy.
+WORKERS = int(os.environ.get("ESTIMATOR_APP_WORKERS", "8"))
+BUILDERS = int(os.environ.get("ESTIMATOR_APP_BUILDERS") or max(1, (os.cpu_count() or 2) - 1))  # a core left for repeats
+QUEUE_SIZE = int(os.environ.get("ESTIMATOR_APP_QUEUE_SIZE", "64"))
+_BUILDERS = threading.BoundedSemaphore(BUILDERS)
+_ANSWERED: OrderedDict[tuple[Any, ...], None] = OrderedDict()  # request keys answered before; never a token
+_ANSWERED_LOCK = threading.Lock()
 DOWNLOADS = Path(tempfile.gettempdir()) / "estimator_app"
 LINK_JS = """(query) => {
   if (!query) { return ""; }
@@ -56,9 +65,21 @@ CSS = """
 
 def _run(state: form.FormState, progress: gr.Progress, token: str | None = None) -> tuple[Any, ...]:
     """Estimate ``state`` and render every output; any failure becomes a friendly ``gr.Error``."""
+    key = (state.model, state.revision, tuple(sorted((k, str(v)) for k, v in state.estimate_kwargs().items())))
+    with _ANSWERED_LOCK:
+        repeat = key in _ANSWERED
     progress(0.05, desc=f"Reading {state.model} from the Hub")
     try:
-        result = estimate(state.model, **state.estimate_kwargs(), token=token or None, trust_remote_code=False, cross_check=True)
+        if repeat:
+            result = _estimate(state, token)
+        else:
+            with _BUILDERS:
+                progress(0.1, desc=f"Estimating {state.model}")
+                result = _estimate(state, token)
+            with _ANSWERED_LOCK:
+                _ANSWERED[key] = None
+                while len(_ANSWERED) > 4096:
+                    _ANSWERED.popitem(last=False)
     except Exception as exc:  # noqa: BLE001 - the app's one place where failures become messages
         message, status = user_message(exc)
         if status == 1:
@@ -67,22 +88,46 @@ def _run(state: form.FormState, progress: gr.Progress, token: str | None = None)
             logger.info("refused %s: %s", state.model, message)
         raise gr.Error(message, title="Could not estimate", print_exception=False) from None
     progress(0.9, desc="Rendering")
-    folder = Path(tempfile.mkdtemp(prefix="result-", dir=_downloads()))
-    csv_path, json_path = tables.write_downloads(result, folder)
-    frame = chart.chart_frame(result)
-    plot = gr.BarPlot(value=frame, title=chart.chart_title(result), sort=list(dict.fromkeys(frame["bar"])), visible=True)
+    summary, table, csv_path, json_path, frame, title, fits, caption, note = _rendered(result, state.gpu)
     return (
-        tables.summary(result),
-        gr.DataFrame(tables.results_frame(result), visible=True),
-        gr.DownloadButton(value=str(csv_path), visible=True),
-        gr.DownloadButton(value=str(json_path), visible=True),
+        summary,
+        gr.DataFrame(table, visible=True),
+        gr.DownloadButton(value=csv_path, visible=True),
+        gr.DownloadButton(value=json_path, visible=True),
         form.to_query(_pinned(state, result.revision)),
-        plot,
-        gr.DataFrame(gpus.fits_frame(result, state.gpu), visible=True),
-        gpus.fits_caption(result.mode),
-        tables.method_note(result),
+        gr.BarPlot(value=frame, title=title, sort=list(dict.fromkeys(frame["bar"])), visible=True),
+        gr.DataFrame(fits, visible=True),
+        caption,
+        note,
         result,
     )
+
+
+_RENDERED: OrderedDict[tuple[str, str | None], tuple[Any, ...]] = OrderedDict()
+
+
+def _rendered(result: Estimate, gpu: str | None) -> tuple[Any, ...]:
+    """Every rendering of ``result`` (values only; Gradio copies what it sends), kept for repeats."""
+    key = (tables.result_key(result), gpu)
+    with _ANSWERED_LOCK:
+        if key in _RENDERED:
+            _RENDERED.move_to_end(key)
+            return _RENDERED[key]
+    csv_path, json_path = tables.write_downloads(result, _downloads() / key[0])
+    frame = chart.chart_frame(result)
+    rendered = (
+        tables.summary(result), tables.results_frame(result), str(csv_path), str(json_path), frame,
+        chart.chart_title(result), gpus.fits_frame(result, gpu), gpus.fits_caption(result.mode), tables.method_note(result),
+    )
+    with _ANSWERED_LOCK:
+        _RENDERED[key] = rendered
+        while len(_RENDERED) > 256:
+            _RENDERED.popitem(last=False)
+    return rendered
+
+
+def _estimate(state: form.FormState, token: str | None) -> Estimate:
+    return estimate(state.model, **state.estimate_kwargs(), token=token or None, trust_remote_code=False, cross_check=True)
 
 
 def _pinned(state: form.FormState, revision: str | None) -> form.FormState:
@@ -175,7 +220,7 @@ def post_result(last: Estimate | None, link: str, typed: str | None, oauth_token
 
 
 def build() -> gr.Blocks:
-    with gr.Blocks(title="Model Memory Estimator") as demo:
+    with gr.Blocks(title="Model Memory Estimator", delete_cache=(3600, 3600)) as demo:
         gr.Markdown(
             "# Model Memory Estimator\n"
             "How much memory a Hugging Face model needs, per dtype, without downloading its weights: "
@@ -232,8 +277,8 @@ def build() -> gr.Blocks:
                 post_button = gr.Button("Post", variant="primary", elem_id="post-button")
             post_status = gr.Markdown(elem_id="post-status")
             post_preview = gr.Markdown(elem_id="post-preview")
-        preview_button.click(preview_post, inputs=[last, link, post_token], outputs=[post_preview, post_status])
-        post_button.click(post_result, inputs=[last, link, post_token], outputs=[post_status], concurrency_id="post", concurrency_limit=1)
+        preview_button.click(preview_post, inputs=[last, link, post_token], outputs=[post_preview, post_status], api_visibility="private")
+        post_button.click(post_result, inputs=[last, link, post_token], outputs=[post_status], concurrency_id="post", concurrency_limit=1, api_visibility="private")
 
         fields = [model, revision, library, dtypes, mode, batch, seq, image, new_tokens, device, optimizer, pure16, checkpointing, lora, gpu]
         outputs = [summary, results, csv_button, json_button, query, plot, fits, fits_note, method, last]
@@ -242,18 +287,19 @@ def build() -> gr.Blocks:
         def show_link(event: Any) -> None:
             event.then(None, inputs=[query], outputs=[link], js=LINK_JS)
 
-        show_link(go.click(run_form, inputs=[*fields, token], outputs=outputs, concurrency_id="estimate"))
-        show_link(model.submit(run_form, inputs=[*fields, token], outputs=outputs, concurrency_id="estimate"))
+        run = {"fn": run_form, "inputs": [*fields, token], "outputs": outputs, "concurrency_id": "estimate"}
+        show_link(go.click(**run, api_name="estimate"))
+        show_link(model.submit(**run, api_visibility="private"))
         for button, name in zip(example_buttons, EXAMPLES):
-            chosen = button.click(lambda n=name: n, outputs=[model], queue=False)
-            show_link(chosen.then(run_form, inputs=[*fields, token], outputs=outputs, concurrency_id="estimate"))
-        loaded = demo.load(load_link, outputs=[*fields, notices, autorun], queue=False)
-        show_link(loaded.then(run_on_load, inputs=[autorun, *fields, token], outputs=outputs, concurrency_id="estimate"))
+            chosen = button.click(lambda n=name: n, outputs=[model], queue=False, api_visibility="private")
+            show_link(chosen.then(**run, api_visibility="private"))
+        loaded = demo.load(load_link, outputs=[*fields, notices, autorun], queue=False, api_visibility="private")
+        show_link(loaded.then(run_on_load, inputs=[autorun, *fields, token], outputs=outputs, concurrency_id="estimate", api_visibility="private"))
     return demo
 
 
 demo = build()
-demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
+demo.queue(default_concurrency_limit=WORKERS, max_size=QUEUE_SIZE)
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

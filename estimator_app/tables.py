@@ -69,6 +69,13 @@ def method_note(estimate: Estimate) -> str:
     return "\n".join(lines)
 
 
+def result_key(estimate: Estimate) -> str:
+    """A short digest of the result's JSON: the same result reuses the same download folder."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(estimate.to_dict(), sort_keys=True).encode()).hexdigest()[:24]
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "estimate"
 
