@@ -40,7 +40,7 @@ EXAMPLES = (
     "timm/resnet50.a1_in1k",
 )
 OAUTH = bool(os.environ.get("OAUTH_CLIENT_ID"))  # set on a Space whose front matter has hf_oauth: true
-N_OUTPUTS = 10
+N_OUTPUTS = 12
 # Two lanes: up to WORKERS requests run at once, but only BUILDERS of them may build a model the
 # core has not answered before; repeats (answered from the core's cache by commit) never wait
 # behind a heavy build. The queue is bounded: past QUEUE_SIZE waiting requests, Gradio says busy.
@@ -89,17 +89,11 @@ def _run(state: form.FormState, progress: gr.Progress, token: str | None = None)
         raise gr.Error(message, title="Could not estimate", print_exception=False) from None
     progress(0.9, desc="Rendering")
     summary, table, csv_path, json_path, frame, title, fits, caption, note = _rendered(result, state.gpu)
+    # Plain values, not component instances: an update object makes Gradio rebuild the component's
+    # whole config (a JSON schema) on every answer, which was most of the server's time per request.
     return (
-        summary,
-        gr.DataFrame(table, visible=True),
-        gr.DownloadButton(value=csv_path, visible=True),
-        gr.DownloadButton(value=json_path, visible=True),
-        form.to_query(_pinned(state, result.revision)),
-        gr.BarPlot(value=frame, title=title, sort=list(dict.fromkeys(frame["bar"])), visible=True),
-        gr.DataFrame(fits, visible=True),
-        caption,
-        note,
-        result,
+        gr.Column(visible=True), summary, table, csv_path, json_path, form.to_query(_pinned(state, result.revision)),
+        f"**{title}**", frame, fits, caption, note, result,
     )
 
 
@@ -252,36 +246,38 @@ def build() -> gr.Blocks:
             token = gr.Textbox(label="Hub token for gated or private models (optional; never stored)", type="password", elem_id="token")
         go = gr.Button("Estimate memory", variant="primary", elem_id="go")
 
-        summary = gr.Markdown(elem_id="summary")
-        results = gr.DataFrame(label="Memory per dtype", interactive=False, wrap=True, visible=False, elem_id="results")
-        with gr.Row():
-            csv_button = gr.DownloadButton("Exact bytes (CSV)", visible=False, size="sm", elem_id="csv")
-            json_button = gr.DownloadButton("Exact bytes (JSON)", visible=False, size="sm", elem_id="json")
-        query = gr.Textbox(visible=False)
-        link = gr.Textbox(label="Share link (opens this result)", interactive=False, buttons=["copy"], elem_id="share-link")
-        plot = gr.BarPlot(x="bar", y="GiB", color="part", color_map=chart.COLORS, label="Memory by part", x_title="dtype", y_title="GiB", x_label_angle=-30, visible=False, elem_id="chart")
-        fits = gr.DataFrame(label="Fits on", interactive=False, wrap=True, visible=False, elem_id="fits")
-        fits_note = gr.Markdown()
-        method = gr.Markdown(elem_id="method")
-        last = gr.State(None)
-        with gr.Accordion("Post this result to the model's Hub discussions", open=False, elem_id="post"):
-            gr.Markdown(
-                "The post is made with **your** Hugging Face account"
-                + (": sign in below." if OAUTH else ": paste a token with the write-discussions permission (it is used for this post only, never stored).")
-            )
-            if OAUTH:
-                gr.LoginButton()
-            post_token = gr.Textbox(label="Your Hub token (write-discussions)", type="password", visible=not OAUTH, elem_id="post-token")
+        with gr.Column(visible=False, elem_id="result-area") as result_area:
+            summary = gr.Markdown(elem_id="summary")
+            results = gr.DataFrame(label="Memory per dtype", interactive=False, wrap=True, elem_id="results")
             with gr.Row():
-                preview_button = gr.Button("Preview", elem_id="post-preview-button")
-                post_button = gr.Button("Post", variant="primary", elem_id="post-button")
-            post_status = gr.Markdown(elem_id="post-status")
-            post_preview = gr.Markdown(elem_id="post-preview")
+                csv_button = gr.DownloadButton("Exact bytes (CSV)", size="sm", elem_id="csv")
+                json_button = gr.DownloadButton("Exact bytes (JSON)", size="sm", elem_id="json")
+            query = gr.Textbox(visible=False)
+            link = gr.Textbox(label="Share link (opens this result)", interactive=False, buttons=["copy"], elem_id="share-link")
+            chart_title = gr.Markdown(elem_id="chart-title")
+            plot = gr.BarPlot(x="bar", y="GiB", color="part", color_map=chart.COLORS, show_label=False, x_title="dtype", y_title="GiB", x_label_angle=-30, sort=chart.BAR_ORDER, elem_id="chart")
+            fits = gr.DataFrame(label="Fits on", interactive=False, wrap=True, elem_id="fits")
+            fits_note = gr.Markdown()
+            method = gr.Markdown(elem_id="method")
+            last = gr.State(None)
+            with gr.Accordion("Post this result to the model's Hub discussions", open=False, elem_id="post"):
+                gr.Markdown(
+                    "The post is made with **your** Hugging Face account"
+                    + (": sign in below." if OAUTH else ": paste a token with the write-discussions permission (it is used for this post only, never stored).")
+                )
+                if OAUTH:
+                    gr.LoginButton()
+                post_token = gr.Textbox(label="Your Hub token (write-discussions)", type="password", visible=not OAUTH, elem_id="post-token")
+                with gr.Row():
+                    preview_button = gr.Button("Preview", elem_id="post-preview-button")
+                    post_button = gr.Button("Post", variant="primary", elem_id="post-button")
+                post_status = gr.Markdown(elem_id="post-status")
+                post_preview = gr.Markdown(elem_id="post-preview")
         preview_button.click(preview_post, inputs=[last, link, post_token], outputs=[post_preview, post_status], api_visibility="private")
         post_button.click(post_result, inputs=[last, link, post_token], outputs=[post_status], concurrency_id="post", concurrency_limit=1, api_visibility="private")
 
         fields = [model, revision, library, dtypes, mode, batch, seq, image, new_tokens, device, optimizer, pure16, checkpointing, lora, gpu]
-        outputs = [summary, results, csv_button, json_button, query, plot, fits, fits_note, method, last]
+        outputs = [result_area, summary, results, csv_button, json_button, query, chart_title, plot, fits, fits_note, method, last]
         autorun = gr.State(False)
 
         def show_link(event: Any) -> None:
