@@ -17,18 +17,15 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-# Before huggingface_hub is imported: a Space's own HF_TOKEN (or a login on the machine) must never
-# be sent on a visitor's behalf; only a token the visitor typed is.
-os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+import estimator_app.environment  # noqa: F401  - first: settings read when huggingface_hub is imported
 
-import gradio as gr  # noqa: E402 - after the environment above
+# isort: split
+import gradio as gr
 
-from estimator import estimate  # noqa: E402
-from estimator.messages import user_message  # noqa: E402
-from estimator.result import Estimate  # noqa: E402
-from estimator_app import chart, form, gpus, posting, tables  # noqa: E402
+from estimator import estimate
+from estimator.messages import user_message
+from estimator.result import Estimate
+from estimator_app import chart, form, gpus, posting, tables
 
 logger = logging.getLogger("estimator_app")
 
@@ -80,7 +77,7 @@ def _run(state: form.FormState, progress: gr.Progress, token: str | None = None)
                 _ANSWERED[key] = None
                 while len(_ANSWERED) > 4096:
                     _ANSWERED.popitem(last=False)
-    except Exception as exc:  # noqa: BLE001 - the app's one place where failures become messages
+    except Exception as exc:
         message, status = user_message(exc)
         if status == 1:
             logger.exception("estimate failed for %s", state.model)
@@ -92,8 +89,18 @@ def _run(state: form.FormState, progress: gr.Progress, token: str | None = None)
     # Plain values, not component instances: an update object makes Gradio rebuild the component's
     # whole config (a JSON schema) on every answer, which was most of the server's time per request.
     return (
-        gr.Column(visible=True), summary, table, csv_path, json_path, form.to_query(_pinned(state, result.revision)),
-        f"**{title}**", frame, fits, caption, note, result,
+        gr.Column(visible=True),
+        summary,
+        table,
+        csv_path,
+        json_path,
+        form.to_query(_pinned(state, result.revision)),
+        f"**{title}**",
+        frame,
+        fits,
+        caption,
+        note,
+        result,
     )
 
 
@@ -110,8 +117,15 @@ def _rendered(result: Estimate, gpu: str | None) -> tuple[Any, ...]:
     csv_path, json_path = tables.write_downloads(result, _downloads() / key[0])
     frame = chart.chart_frame(result)
     rendered = (
-        tables.summary(result), tables.results_frame(result), str(csv_path), str(json_path), frame,
-        chart.chart_title(result), gpus.fits_frame(result, gpu), gpus.fits_caption(result.mode), tables.method_note(result),
+        tables.summary(result),
+        tables.results_frame(result),
+        str(csv_path),
+        str(json_path),
+        frame,
+        chart.chart_title(result),
+        gpus.fits_frame(result, gpu),
+        gpus.fits_caption(result.mode),
+        tables.method_note(result),
     )
     with _ANSWERED_LOCK:
         _RENDERED[key] = rendered
@@ -157,7 +171,7 @@ def run_on_load(autorun: bool, *values: Any, progress: gr.Progress = gr.Progress
 
 def load_link(request: gr.Request) -> tuple[Any, ...]:
     """Fill the form from the page URL's query parameters; show a notice for each one ignored."""
-    raw = getattr(request, "query_params", None) if request is not None else None
+    raw: Any = getattr(request, "query_params", None) if request is not None else None
     params = list(raw.multi_items()) if hasattr(raw, "multi_items") else list(dict(raw or {}).items())
     parsed = form.from_query(params)
     s = parsed.state
@@ -165,9 +179,23 @@ def load_link(request: gr.Request) -> tuple[Any, ...]:
     if parsed.notices:
         notice = "**Some link parameters were ignored:**\n" + "\n".join(f"- {n}" for n in parsed.notices)
     return (
-        s.model, s.revision, s.library, list(s.dtypes), s.mode, s.batch, s.seq or 0, s.image or 0, s.new_tokens,
-        s.device, s.optimizer, s.pure16, s.checkpointing, s.lora or 0, s.gpu or "none",
-        gr.Markdown(notice, visible=bool(notice)), bool(s.model) and parsed.given,
+        s.model,
+        s.revision,
+        s.library,
+        list(s.dtypes),
+        s.mode,
+        s.batch,
+        s.seq or 0,
+        s.image or 0,
+        s.new_tokens,
+        s.device,
+        s.optimizer,
+        s.pure16,
+        s.checkpointing,
+        s.lora or 0,
+        s.gpu or "none",
+        gr.Markdown(notice, visible=bool(notice)),
+        bool(s.model) and parsed.given,
     )
 
 
@@ -255,7 +283,18 @@ def build() -> gr.Blocks:
             query = gr.Textbox(visible=False)
             link = gr.Textbox(label="Share link (opens this result)", interactive=False, buttons=["copy"], elem_id="share-link")
             chart_title = gr.Markdown(elem_id="chart-title")
-            plot = gr.BarPlot(x="bar", y="GiB", color="part", color_map=chart.COLORS, show_label=False, x_title="dtype", y_title="GiB", x_label_angle=-30, sort=chart.BAR_ORDER, elem_id="chart")
+            plot = gr.BarPlot(
+                x="bar",
+                y="GiB",
+                color="part",
+                color_map=chart.COLORS,
+                show_label=False,
+                x_title="dtype",
+                y_title="GiB",
+                x_label_angle=-30,
+                sort=chart.BAR_ORDER,
+                elem_id="chart",
+            )
             fits = gr.DataFrame(label="Fits on", interactive=False, wrap=True, elem_id="fits")
             fits_note = gr.Markdown()
             method = gr.Markdown(elem_id="method")
@@ -263,34 +302,65 @@ def build() -> gr.Blocks:
             with gr.Accordion("Post this result to the model's Hub discussions", open=False, elem_id="post"):
                 gr.Markdown(
                     "The post is made with **your** Hugging Face account"
-                    + (": sign in below." if OAUTH else ": paste a token with the write-discussions permission (it is used for this post only, never stored).")
+                    + (
+                        ": sign in below."
+                        if OAUTH
+                        else ": paste a token with the write-discussions permission (it is used for this post only, never stored)."
+                    )
                 )
                 if OAUTH:
                     gr.LoginButton()
-                post_token = gr.Textbox(label="Your Hub token (write-discussions)", type="password", visible=not OAUTH, elem_id="post-token")
+                post_token = gr.Textbox(
+                    label="Your Hub token (write-discussions)", type="password", visible=not OAUTH, elem_id="post-token"
+                )
                 with gr.Row():
                     preview_button = gr.Button("Preview", elem_id="post-preview-button")
                     post_button = gr.Button("Post", variant="primary", elem_id="post-button")
                 post_status = gr.Markdown(elem_id="post-status")
                 post_preview = gr.Markdown(elem_id="post-preview")
         preview_button.click(preview_post, inputs=[last, link, post_token], outputs=[post_preview, post_status], api_visibility="private")
-        post_button.click(post_result, inputs=[last, link, post_token], outputs=[post_status], concurrency_id="post", concurrency_limit=1, api_visibility="private")
+        post_button.click(
+            post_result,
+            inputs=[last, link, post_token],
+            outputs=[post_status],
+            concurrency_id="post",
+            concurrency_limit=1,
+            api_visibility="private",
+        )
 
-        fields = [model, revision, library, dtypes, mode, batch, seq, image, new_tokens, device, optimizer, pure16, checkpointing, lora, gpu]
+        fields = [
+            model,
+            revision,
+            library,
+            dtypes,
+            mode,
+            batch,
+            seq,
+            image,
+            new_tokens,
+            device,
+            optimizer,
+            pure16,
+            checkpointing,
+            lora,
+            gpu,
+        ]
         outputs = [result_area, summary, results, csv_button, json_button, query, chart_title, plot, fits, fits_note, method, last]
         autorun = gr.State(False)
 
         def show_link(event: Any) -> None:
             event.then(None, inputs=[query], outputs=[link], js=LINK_JS)
 
-        run = {"fn": run_form, "inputs": [*fields, token], "outputs": outputs, "concurrency_id": "estimate"}
+        run: dict[str, Any] = {"fn": run_form, "inputs": [*fields, token], "outputs": outputs, "concurrency_id": "estimate"}
         show_link(go.click(**run, api_name="estimate"))
         show_link(model.submit(**run, api_visibility="private"))
-        for button, name in zip(example_buttons, EXAMPLES):
+        for button, name in zip(example_buttons, EXAMPLES, strict=True):
             chosen = button.click(lambda n=name: n, outputs=[model], queue=False, api_visibility="private")
             show_link(chosen.then(**run, api_visibility="private"))
         loaded = demo.load(load_link, outputs=[*fields, notices, autorun], queue=False, api_visibility="private")
-        show_link(loaded.then(run_on_load, inputs=[autorun, *fields, token], outputs=outputs, concurrency_id="estimate", api_visibility="private"))
+        show_link(
+            loaded.then(run_on_load, inputs=[autorun, *fields, token], outputs=outputs, concurrency_id="estimate", api_visibility="private")
+        )
     return demo
 
 

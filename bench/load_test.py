@@ -42,8 +42,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CACHED_MODELS = ("openai-community/gpt2", "google-bert/bert-base-cased", "meta-llama/Llama-3.1-8B")
 UNCACHED_MODELS = (
-    "openai-community/gpt2", "google-bert/bert-base-cased", "FacebookAI/roberta-base",
-    "timm/resnet50.a1_in1k", "estimator-test/tiny-llama", "google/gemma-2b-it", "meta-llama/Llama-3.1-8B",
+    "openai-community/gpt2",
+    "google-bert/bert-base-cased",
+    "FacebookAI/roberta-base",
+    "timm/resnet50.a1_in1k",
+    "estimator-test/tiny-llama",
+    "google/gemma-2b-it",
+    "meta-llama/Llama-3.1-8B",
 )
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
 DEFAULT_DTYPES = ["float32", "float16", "int8", "int4"]
@@ -95,8 +100,12 @@ def start_stack() -> tuple[str, int, list[subprocess.Popen[bytes]]]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
     env.update(
-        HF_ENDPOINT=line.split()[1], HF_HOME=tempfile.mkdtemp(prefix="hf_home_bench_"), HF_HUB_DISABLE_TELEMETRY="1",
-        GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", GRADIO_ANALYTICS_ENABLED="False",
+        HF_ENDPOINT=line.split()[1],
+        HF_HOME=tempfile.mkdtemp(prefix="hf_home_bench_"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_ANALYTICS_ENABLED="False",
         ESTIMATOR_APP_QUEUE_SIZE=env.get("ESTIMATOR_APP_QUEUE_SIZE", "64"),
     )
     app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

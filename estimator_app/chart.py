@@ -35,7 +35,9 @@ COLORS = {
 
 
 # Every bar label in display order, for the plot's fixed ``sort`` (dtypes in the core's order).
-BAR_ORDER: list[str] = [label for dtype in ("float32", "float16", "bfloat16", "float8", "int8", "int4") for label in (dtype, f"{dtype} load", f"{dtype} train")]
+BAR_ORDER: list[str] = [
+    label for dtype in ("float32", "float16", "bfloat16", "float8", "int8", "int4") for label in (dtype, f"{dtype} load", f"{dtype} train")
+]
 
 
 def chart_frame(estimate: Estimate) -> pd.DataFrame:

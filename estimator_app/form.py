@@ -26,8 +26,21 @@ DEVICES: tuple[str, ...] = tuple(m.value for m in Device)
 OPTIMIZERS: tuple[str, ...] = tuple(m.value for m in Optimizer)
 
 PARAMS: tuple[str, ...] = (
-    "model", "revision", "library", "dtypes", "mode", "batch", "seq", "image", "new_tokens",
-    "device", "optimizer", "pure16", "checkpointing", "lora", "gpu",
+    "model",
+    "revision",
+    "library",
+    "dtypes",
+    "mode",
+    "batch",
+    "seq",
+    "image",
+    "new_tokens",
+    "device",
+    "optimizer",
+    "pure16",
+    "checkpointing",
+    "lora",
+    "gpu",
 )
 # Parameters that Gradio itself or the Spaces embed add to a page URL; ignored without a notice.
 _FOREIGN = re.compile(r"^(__.*|view|logs|embed|theme)$")
@@ -153,13 +166,16 @@ def _parse_one(name: str, value: str, state: FormState, notices: list[str]) -> F
     if name == "optimizer":
         return replace(state, optimizer=_choice(value, OPTIMIZERS))
     if name in ("batch", "new_tokens"):
-        return replace(state, **{name: _int(value, name)})
+        changes: dict[str, Any] = {name: _int(value, name)}
+        return replace(state, **changes)
     if name in ("seq", "image"):
-        return replace(state, **{name: _optional_int(value, name, "auto")})
+        changes = {name: _optional_int(value, name, "auto")}
+        return replace(state, **changes)
     if name == "lora":
         return replace(state, lora=_optional_int(value, name, "none"))
     if name in ("pure16", "checkpointing"):
-        return replace(state, **{name: _flag(value)})
+        changes = {name: _flag(value)}
+        return replace(state, **changes)
     if name == "gpu":
         text = value.strip()
         if text.lower() in ("", "none"):
@@ -232,8 +248,21 @@ def share_link(base: str, state: FormState) -> str:
 
 
 def from_form(
-    model: str, revision: str, library: str, dtypes: list[str] | tuple[str, ...], mode: str, batch: Any, seq: Any,
-    image: Any, new_tokens: Any, device: str, optimizer: str, pure16: bool, checkpointing: bool, lora: Any, gpu: str,
+    model: str,
+    revision: str,
+    library: str,
+    dtypes: list[str] | tuple[str, ...],
+    mode: str,
+    batch: Any,
+    seq: Any,
+    image: Any,
+    new_tokens: Any,
+    device: str,
+    optimizer: str,
+    pure16: bool,
+    checkpointing: bool,
+    lora: Any,
+    gpu: str,
 ) -> FormState:
     """The state the form's widgets hold (numbers arrive as float or None from Gradio; 0 means auto/none).
 

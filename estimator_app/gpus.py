@@ -106,10 +106,7 @@ def fits_frame(estimate: Estimate, selected: str | None = None) -> pd.DataFrame:
 
 def fits_caption(mode: str) -> str:
     what = "the peak memory of the " + mode + " step" if mode != "load" else "the loaded weights and buffers"
-    text = (
-        f"Compares {what} with each GPU's usable memory: the vendor's stated capacity "
-        f"(binary GB) minus {CUDA_CONTEXT_SOURCE}."
-    )
+    text = f"Compares {what} with each GPU's usable memory: the vendor's stated capacity (binary GB) minus {CUDA_CONTEXT_SOURCE}."
     if mode == "load":
         text += " Load mode counts no activations and no KV cache: running the model needs more."
     return text

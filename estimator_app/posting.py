@@ -67,8 +67,10 @@ def body(estimate: Estimate, link: str) -> str:
     peak = estimate.mode != "load"
     header = ["dtype", "Total size", "Largest layer", "Training with Adam (no activations)"] + (["Peak"] if peak else []) + ["method"]
     lines = [
-        f"Memory estimate for `{estimate.model}`" + (f" at commit `{estimate.revision}`" if estimate.revision else "")
-        + (f" ({estimate.architecture}, {estimate.library})" if estimate.architecture else f" ({estimate.library})") + ":",
+        f"Memory estimate for `{estimate.model}`"
+        + (f" at commit `{estimate.revision}`" if estimate.revision else "")
+        + (f" ({estimate.architecture}, {estimate.library})" if estimate.architecture else f" ({estimate.library})")
+        + ":",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|",

@@ -21,8 +21,7 @@ METHODS = {
     "parameter and buffer counted; exact, checked byte for byte against real CPU builds",
     "stored": "read from the checkpoint's safetensors headers on the Hub (dtype and shape of every "
     "stored tensor); exact for what the checkpoint holds",
-    "simulated": "the real forward/backward/optimizer step run under fake tensors, tracking the "
-    "bytes alive at each instant",
+    "simulated": "the real forward/backward/optimizer step run under fake tensors, tracking the bytes alive at each instant",
     "formula": "a closed-form formula (documented in the core); an approximation",
 }
 

@@ -27,11 +27,21 @@ def test_load_rows_chart_weights_and_the_adam_breakdown() -> None:
 
 
 def test_peak_rows_chart_their_components() -> None:
-    row = Row(dtype="bfloat16", total_bytes=GiB, largest_layer_bytes=None, training_adam_bytes=None, method="simulated",
-              peak_bytes=3 * GiB, components={"weights": GiB, "activations": 2 * GiB})
+    row = Row(
+        dtype="bfloat16",
+        total_bytes=GiB,
+        largest_layer_bytes=None,
+        training_adam_bytes=None,
+        method="simulated",
+        peak_bytes=3 * GiB,
+        components={"weights": GiB, "activations": 2 * GiB},
+    )
     estimate = Estimate(model="m", library="transformers", source="local", mode="inference", rows=(row,))
     frame = chart_frame(estimate)
-    assert frame.to_dict("records") == [{"bar": "bfloat16", "part": "weights", "GiB": 1.0}, {"bar": "bfloat16", "part": "activations", "GiB": 2.0}]
+    assert frame.to_dict("records") == [
+        {"bar": "bfloat16", "part": "weights", "GiB": 1.0},
+        {"bar": "bfloat16", "part": "activations", "GiB": 2.0},
+    ]
     assert chart_title(estimate) == "Memory at the inference peak, by component (GiB)"
 
 

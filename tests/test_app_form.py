@@ -10,17 +10,44 @@ from estimator_app import form
 from estimator_app.form import FormState, from_form, from_query, share_link, to_query
 
 FULL = FormState(
-    model="meta-llama/Llama-3.1-8B", revision="0e9e39f249a16976918f6564b8830bc894c89659", library="transformers",
-    dtypes=("bfloat16", "int4"), mode="training", batch=4, seq=2048, image=None, new_tokens=16, device="cpu",
-    optimizer="sgd", pure16=True, checkpointing=True, lora=8, gpu="A100 80GB",
+    model="meta-llama/Llama-3.1-8B",
+    revision="0e9e39f249a16976918f6564b8830bc894c89659",
+    library="transformers",
+    dtypes=("bfloat16", "int4"),
+    mode="training",
+    batch=4,
+    seq=2048,
+    image=None,
+    new_tokens=16,
+    device="cpu",
+    optimizer="sgd",
+    pure16=True,
+    checkpointing=True,
+    lora=8,
+    gpu="A100 80GB",
 )
 
 
 def test_link_spells_out_every_contract_parameter_in_order() -> None:
     query = to_query(FormState(model="gpt2"))
     names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
-    assert names == ["model", "revision", "library", "dtypes", "mode", "batch", "seq", "image", "new_tokens",
-                     "device", "optimizer", "pure16", "checkpointing", "lora", "gpu"]
+    assert names == [
+        "model",
+        "revision",
+        "library",
+        "dtypes",
+        "mode",
+        "batch",
+        "seq",
+        "image",
+        "new_tokens",
+        "device",
+        "optimizer",
+        "pure16",
+        "checkpointing",
+        "lora",
+        "gpu",
+    ]
     assert dict(parse_qsl(query))["dtypes"] == "float32,float16,int8,int4"
     assert "seq=auto" in query and "lora=none" in query and "gpu=none" in query and "pure16=0" in query
 
@@ -42,18 +69,47 @@ def test_share_link_replaces_any_query_of_the_base() -> None:
 
 
 def test_unknown_and_malformed_parameters_are_ignored_with_notices() -> None:
-    parsed = from_query([
-        ("model", "gpt2"), ("batch", "-3"), ("mode", "dance"), ("dtypes", "float16,fp99,int4"), ("pure16", "maybe"),
-        ("seq", "1e9"), ("gpu", "Voodoo 2"), ("colour", "red"), ("model", "other"), ("__theme", "dark"),
-        ("revision", "../../etc"), ("lora", "x"),
-    ])
+    parsed = from_query(
+        [
+            ("model", "gpt2"),
+            ("batch", "-3"),
+            ("mode", "dance"),
+            ("dtypes", "float16,fp99,int4"),
+            ("pure16", "maybe"),
+            ("seq", "1e9"),
+            ("gpu", "Voodoo 2"),
+            ("colour", "red"),
+            ("model", "other"),
+            ("__theme", "dark"),
+            ("revision", "../../etc"),
+            ("lora", "x"),
+        ]
+    )
     state = parsed.state
     assert state.model == "gpt2"  # the first one counts
     assert state.dtypes == ("float16", "int4")
-    assert (state.batch, state.mode, state.pure16, state.seq, state.gpu, state.revision, state.lora) == (1, "load", False, None, None, "main", None)
+    assert (state.batch, state.mode, state.pure16, state.seq, state.gpu, state.revision, state.lora) == (
+        1,
+        "load",
+        False,
+        None,
+        None,
+        "main",
+        None,
+    )
     text = "\n".join(parsed.notices)
-    for expected in ("batch='-3'", "mode='dance'", "'fp99'", "pure16='maybe'", "seq='1e9'", "gpu='Voodoo 2'",
-                     "unknown parameter 'colour'", "repeated 'model'", "revision='../../etc'", "lora='x'"):
+    for expected in (
+        "batch='-3'",
+        "mode='dance'",
+        "'fp99'",
+        "pure16='maybe'",
+        "seq='1e9'",
+        "gpu='Voodoo 2'",
+        "unknown parameter 'colour'",
+        "repeated 'model'",
+        "revision='../../etc'",
+        "lora='x'",
+    ):
         assert expected in text
     assert "__theme" not in text
     assert len(parsed.notices) == 10
@@ -83,10 +139,13 @@ def test_from_form_maps_widgets_and_zero_means_auto() -> None:
     assert "gpu" not in state.estimate_kwargs()
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    (("", "main", "auto", ["float32"]), "Type a model id"),
-    (("gpt2", "main", "auto", []), "Tick at least one dtype"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (("", "main", "auto", ["float32"]), "Type a model id"),
+        (("gpt2", "main", "auto", []), "Tick at least one dtype"),
+    ],
+)
 def test_from_form_refuses_with_a_friendly_message(values: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")

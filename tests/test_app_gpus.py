@@ -17,7 +17,16 @@ def _estimate(mode: str = "load", **row: object) -> Estimate:
 
 def test_the_issue_s_gpus_with_their_stated_memory() -> None:
     stated = {g.name: g.stated.split()[0] for g in GPUS}
-    assert stated == {"T4": "16", "L4": "24", "A10G": "24", "RTX 4090": "24", "A100 40GB": "40", "A100 80GB": "80", "H100 80GB": "80", "H200": "141"}
+    assert stated == {
+        "T4": "16",
+        "L4": "24",
+        "A10G": "24",
+        "RTX 4090": "24",
+        "A100 40GB": "40",
+        "A100 80GB": "80",
+        "H100 80GB": "80",
+        "H200": "141",
+    }
     for gpu in GPUS:
         assert gpu.capacity_bytes == int(gpu.stated.split()[0]) * GiB  # JEDEC binary GB, see the module docstring
         assert gpu.usable_bytes == gpu.capacity_bytes - 512 * 1024**2

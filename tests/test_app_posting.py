@@ -11,13 +11,21 @@ ROWS = (
     Row(dtype="float32", total_bytes=497_759_232, largest_layer_bytes=154_389_504, training_adam_bytes=1_991_036_928, method="stored"),
     Row(dtype="int4", total_bytes=None, largest_layer_bytes=None, training_adam_bytes=None, method="exact", notes=("not estimated | yet",)),
 )
-HUB = Estimate(model="openai-community/gpt2", library="transformers", source="hub", mode="load", rows=ROWS,
-               options={"library": "auto", "dtypes": ["float32", "int4"], "mode": "load"}, revision="a" * 40, architecture="GPT2LMHeadModel")
+HUB = Estimate(
+    model="openai-community/gpt2",
+    library="transformers",
+    source="hub",
+    mode="load",
+    rows=ROWS,
+    options={"library": "auto", "dtypes": ["float32", "int4"], "mode": "load"},
+    revision="a" * 40,
+    architecture="GPT2LMHeadModel",
+)
 
 
 def test_title_names_mode_and_dtypes_and_is_stable() -> None:
     assert posting.title(HUB) == "Memory needed (load; float32, int4), from the Model Memory Estimator"
-    assert posting.title(HUB) == posting.title(Estimate(**{**HUB.__dict__}))
+    assert posting.title(HUB) == posting.title(Estimate(**HUB.__dict__))
 
 
 def test_body_has_exact_figures_options_method_and_link() -> None:

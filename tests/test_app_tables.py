@@ -26,7 +26,7 @@ def gpt2():
 def test_table_shows_the_core_s_bytes_in_binary_units(gpt2) -> None:
     frame = results_frame(gpt2)
     assert list(frame.columns) == ["dtype", "Largest layer", "Total size", TRAINING_LABEL, "method"]
-    for (_, line), row in zip(frame.iterrows(), gpt2.rows):
+    for (_, line), row in zip(frame.iterrows(), gpt2.rows, strict=True):
         assert line["dtype"] == row.dtype
         assert line["Total size"] == format_bytes(row.total_bytes)
         assert line["Largest layer"] == format_bytes(row.largest_layer_bytes)
@@ -44,7 +44,9 @@ def test_downloads_carry_exact_integers(gpt2, tmp_path: Path) -> None:
     assert data == gpt2.to_dict()
     with csv_path.open() as handle:
         lines = list(csv.DictReader(handle))
-    assert [int(line["total_bytes"]) for line in lines if line["total_bytes"]] == [r.total_bytes for r in gpt2.rows if r.total_bytes is not None]
+    assert [int(line["total_bytes"]) for line in lines if line["total_bytes"]] == [
+        r.total_bytes for r in gpt2.rows if r.total_bytes is not None
+    ]
     assert csv_path.name == "gpt2-memory.csv"
 
 

@@ -101,7 +101,12 @@ def cli_json(model: str, env: dict[str, str], *args: str) -> dict[str, Any]:
     """What the command line says for ``model`` (the independent path to the same core)."""
     done = subprocess.run(
         [sys.executable, "-m", "estimator", model, "--format", "json", *args],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

@@ -34,14 +34,19 @@ def wait_for_result(page: Any, model: str) -> None:
         "(m) => { const s = document.querySelector('#summary'); return s && s.innerText.includes(m) && s.innerText.includes('source'); }",
         arg=model,
     )
-    page.wait_for_function("() => { const l = document.querySelector('#share-link textarea, #share-link input'); return l && l.value.includes('model='); }")
-    page.wait_for_function("() => { const g = document.querySelector('#results [role=grid]'); return g && g.innerText.includes('Total size') && g.innerText.includes('GiB'); }")
+    page.wait_for_function(
+        "() => { const l = document.querySelector('#share-link textarea, #share-link input'); return l && l.value.includes('model='); }"
+    )
+    page.wait_for_function(
+        "() => { const g = document.querySelector('#results [role=grid]');"
+        " return g && g.innerText.includes('Total size') && g.innerText.includes('GiB'); }"
+    )
     page.wait_for_function("() => { const g = document.querySelector('#fits [role=grid]'); return g && g.innerText.includes('H200'); }")
 
 
 def table_by_dtype(page: Any) -> dict[str, dict[str, str]]:
     header, *body = grid_rows(page, "results")
-    return {cells[0]: dict(zip(header, cells)) for cells in body}
+    return {cells[0]: dict(zip(header, cells, strict=True)) for cells in body}
 
 
 def open_app(page: Any, url: str) -> None:
@@ -82,7 +87,10 @@ def test_type_a_model_and_see_the_cli_s_bytes(page: Any, app_url: str, app_env: 
 
 
 def test_share_link_fills_the_form_and_runs_with_no_click(page: Any, app_url: str, app_env: dict[str, str]) -> None:
-    query = "model=google-bert/bert-base-cased&revision=main&library=auto&dtypes=bfloat16,float32&mode=load&batch=1&seq=auto&image=auto&new_tokens=0&device=cuda&optimizer=adamw&pure16=0&checkpointing=0&lora=none&gpu=T4"
+    query = (
+        "model=google-bert/bert-base-cased&revision=main&library=auto&dtypes=bfloat16,float32&mode=load&batch=1&seq=auto"
+        "&image=auto&new_tokens=0&device=cuda&optimizer=adamw&pure16=0&checkpointing=0&lora=none&gpu=T4"
+    )
     page.goto(app_url + "?" + query)
     wait_for_result(page, "google-bert/bert-base-cased")
     assert model_box(page).input_value() == "google-bert/bert-base-cased"
