@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from estimator import hub
+from estimator import gguf, hub
 from estimator.cache import LRUCache
 from estimator.errors import UnsupportedError
 from estimator.limits import check_config
@@ -129,6 +129,12 @@ def estimate(
     if cached is not None:
         logger.debug("cache hit for %s@%s", ref.repo_id, info.sha)
         return cached
+    files = tuple(s.rfilename for s in (info.siblings or []))
+    if options.library is Library.AUTO and gguf.is_gguf_only(files):
+        result = gguf.gguf_estimate(info, options=options.shaping(info.sha), token=token, timeout=timeout)
+        if info.sha:
+            _CACHE.put(key, result)
+        return result
     resolved = resolve_hub(ref, options.library, token=token, timeout=timeout, info=info)
     result = _estimate_resolved(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
     if info.sha:

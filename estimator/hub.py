@@ -144,3 +144,25 @@ def safetensors_metadata(repo_id: str, *, revision: str | None, token: str | Non
     except (NotASafetensorsRepoError, SafetensorsParsingError, NoConfigError) as exc:
         logger.info("no usable safetensors headers for %s: %s", repo_id, type(exc).__name__)
         return None
+
+
+def file_sizes(repo_id: str, paths: list[str], *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, int]:
+    """The size the Hub declares for each of ``paths`` (LFS size where the file is in LFS)."""
+    from huggingface_hub import HfApi
+
+    _configure_session(timeout)
+    with hub_errors(repo_id, revision, token_given=token is not None, what="file sizes"):
+        wanted = set(paths)
+        infos = [item for item in HfApi().list_repo_tree(repo_id, revision=revision, token=token, recursive=True) if item.path in wanted]
+    sizes = {}
+    for item in infos:
+        size = getattr(item, "size", None)
+        lfs = getattr(item, "lfs", None)
+        if lfs is not None and getattr(lfs, "size", None):
+            size = lfs.size
+        if size is not None:
+            sizes[item.path] = int(size)
+    missing = [p for p in paths if p not in sizes]
+    if missing:
+        raise HubError(f"The Hub did not give the size of {', '.join(missing)} in {repo_id}.", model_id=repo_id)
+    return sizes

@@ -85,8 +85,6 @@ def resolve_hub(ref: ModelRef, library: Library, *, token: str | None, timeout: 
     tags = tuple(info.tags or ())
     hub_library = info.library_name
     if library is Library.AUTO:
-        if files and all(name.endswith(".gguf") or not name.endswith((".json", ".safetensors", ".bin")) for name in files) and any(name.endswith(".gguf") for name in files):
-            raise UnsupportedError(f"{ref.repo_id} holds only GGUF files; GGUF repos are not estimated yet.")
         library = detect_library(None, files, hub_library, tags)
     if library in (Library.DIFFUSERS, Library.SENTENCE_TRANSFORMERS):
         raise UnsupportedError(f"{library.value} models are not estimated yet; only transformers and timm models are.")

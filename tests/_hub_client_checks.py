@@ -33,6 +33,14 @@ INDEXED = [
     "huggyllama/llama-7b",
     "google/gemma-2b-it",
 ]
+RECONSTRUCTED = [  # served with a reconstructed model.safetensors.index.json (tests/hub_data/reconstructed/)
+    "meta-llama/Llama-3.1-70B",
+    "meta-llama/Llama-3.1-405B",
+    "mistralai/Mistral-7B-v0.1",
+    "google/gemma-7b",
+    "meta-llama/Llama-3.2-3B",
+    "Qwen/Qwen2.5-7B",
+]
 SINGLE = [
     "google-bert/bert-base-cased",
     "openai-community/gpt2",
@@ -73,6 +81,8 @@ def safetensors_summary(repo_id: str) -> dict[str, Any]:
         "data_bytes": data_bytes,
         "end_offsets": end_offsets,
         "total_size": (meta.metadata or {}).get("total_size"),
+        "shards": sorted(meta.files_metadata),
+        "layout": {k: k in meta.weight_map for k in ("lm_head.weight", "model.layers.0.self_attn.q_proj.bias")},
     }
 
 
@@ -90,6 +100,10 @@ def info_summary(repo_id: str, **kwargs: Any) -> dict[str, Any]:
         "gguf": info.gguf,
         "siblings": {s.rfilename: s.size for s in info.siblings or []},
     }
+
+
+def tree_sizes(repo_id: str, **kwargs: Any) -> dict[str, int | None]:
+    return {e.path: getattr(e, "size", None) for e in api.list_repo_tree(repo_id, **kwargs)}
 
 
 def download_text(repo_id: str, filename: str, **kwargs: Any) -> str:
@@ -120,8 +134,10 @@ def main() -> None:
     check("info_timm", lambda: info_summary("timm/resnet50.a1_in1k"))
     check("info_remote_code", lambda: info_summary("estimator-test/remote-code"))
     check("info_reconstructed", lambda: api.model_info("meta-llama/Llama-3.1-70B").config)
-    check("tree_minilm", lambda: {e.path: getattr(e, "size", None) for e in api.list_repo_tree("sentence-transformers/all-MiniLM-L6-v2", recursive=True)})
-    check("tree_gguf", lambda: {e.path: getattr(e, "size", None) for e in api.list_repo_tree("estimator-test/gguf-only")})
+    check("tree_minilm", lambda: tree_sizes("sentence-transformers/all-MiniLM-L6-v2", recursive=True))
+    check("tree_gguf", lambda: tree_sizes("estimator-test/gguf-only"))
+    check("paths_info", lambda: {e.path: [type(e).__name__, getattr(e, "size", None)] for e in api.get_paths_info(
+        "stabilityai/stable-diffusion-xl-base-1.0", ["unet", "unet/config.json", "missing.txt"])})
     # downloads
     check("dl_llama_config", lambda: download_text("meta-llama/Llama-3.1-8B", "config.json"))
     check("dl_legacy_bert_config", lambda: download_text("bert-base-cased", "config.json"))
@@ -131,9 +147,14 @@ def main() -> None:
     check("range_request", lambda: (lambda r: [r.status_code, r.headers.get("content-range"), len(r.content)])(
         get_session().get(hf_hub_url("openai-community/gpt2", "model.safetensors"), headers={"Range": "bytes=0-7"})))
     # safetensors metadata
-    for repo_id in INDEXED + SINGLE:
+    for repo_id in INDEXED + RECONSTRUCTED + SINGLE:
         check(f"st:{repo_id}", lambda repo_id=repo_id: safetensors_summary(repo_id))
-    check("st_mismatch", lambda: get_safetensors_metadata("estimator-test/tiny-llama-mismatch").files_metadata["model.safetensors"].tensors["model.layers.1.mlp.up_proj.weight"].shape)
+    check("info_reconstructed_files", lambda: {r: get_session().get(f"{api.endpoint}/api/models/{r}").json().get(
+        "standin_reconstructed") for r in ["Qwen/Qwen2.5-7B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-8B"]})
+    check("st_sharded_endpoint", lambda: (lambda m: [m.parameter_count, len(m.files_metadata), m.metadata])(
+        api.get_sharded_safetensors_metadata("mistralai/Mixtral-8x7B-v0.1")))
+    check("st_mismatch", lambda: get_safetensors_metadata("estimator-test/tiny-llama-mismatch")
+          .files_metadata["model.safetensors"].tensors["model.layers.1.mlp.up_proj.weight"].shape)
     check("st_gated_anon", lambda: safetensors_summary("estimator-test/gated-model"))
     check("st_not_safetensors", lambda: safetensors_summary("estimator-test/no-config"))
     # fault modes

@@ -55,9 +55,9 @@ def hub_server() -> Iterator[str]:
 def hub_env(url: str, home: str | Path | None = None, **extra: str) -> dict[str, str]:
     """Environment for a client subprocess talking to the stand-in at ``url``.
 
-    Sets ``HF_ENDPOINT`` (read once at import by huggingface_hub), a fresh ``HF_HOME`` (a new temp dir unless
-    ``home`` is given), ``HF_HUB_DISABLE_TELEMETRY=1``, no progress bars; removes any ``HF_TOKEN``.
-    ``extra`` entries are added last.
+    Sets ``HF_ENDPOINT`` (read once at import by huggingface_hub), a fresh ``HF_HOME`` (a new temp dir
+    unless ``home`` is given), ``HF_HUB_DISABLE_TELEMETRY=1``, no progress bars; removes ``HF_TOKEN``,
+    ``HUGGING_FACE_HUB_TOKEN`` and ``HF_HUB_OFFLINE``. ``extra`` entries are added last.
     """
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE")}
     env.update(

@@ -8,6 +8,10 @@ fixture-repo files) plus *virtual* files whose bytes are generated on demand:
   to the full declared size. Shapes come from ``tests/hub_data/shapes/*.json`` (make_shapes.py);
 * declared-size blobs (GGUF): a GGUF v3 magic, zero tensor/kv counts, then zeros.
 
+A repo's ``overlay`` folder (``hub_data/reconstructed/<org>/<name>/``) is served on top of its ``dir``; its
+``reconstructed`` list (plus every shard named by a reconstructed index) is model_info's
+``standin_reconstructed``: the files that are reconstructions rather than byte-exact Hub copies.
+
 Only the requested byte range of a virtual file is ever materialised.
 """
 
@@ -120,6 +124,7 @@ class Repo:
     files: dict[str, RepoFile] = field(default_factory=dict)
     param_counts: dict[str, int] | None = None
     info_base: dict[str, Any] | None = None
+    reconstructed: list[str] = field(default_factory=list)  # paths that are reconstructions, not Hub copies
 
     @property
     def gated(self) -> str | bool:
@@ -158,14 +163,15 @@ def load_repo(meta: dict[str, Any]) -> Repo:
     """Build one Repo from its manifest entry."""
     repo_id = meta["id"]
     sha = meta.get("sha") or hashlib.sha1(repo_id.encode()).hexdigest()
-    repo = Repo(id=repo_id, sha=sha, meta=meta)
-    root = DATA_DIR / meta["dir"]
-    for dirpath, _dirs, names in os.walk(root):
-        for name in names:
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            data = full.read_bytes()
-            repo.files[rel] = RepoFile(path=rel, size=len(data), data=data)
+    repo = Repo(id=repo_id, sha=sha, meta=meta, reconstructed=list(meta.get("reconstructed") or []))
+    # ``overlay``: files served on top of ``dir`` (reconstructed files kept out of the exact-copy folders)
+    for root in [DATA_DIR / meta["dir"]] + ([DATA_DIR / meta["overlay"]] if meta.get("overlay") else []):
+        for dirpath, _dirs, names in os.walk(root):
+            for name in names:
+                full = Path(dirpath) / name
+                rel = full.relative_to(root).as_posix()
+                data = full.read_bytes()
+                repo.files[rel] = RepoFile(path=rel, size=len(data), data=data)
     kind = meta.get("safetensors")
     if kind:
         tensors = _load_shapes(meta.get("shapes", repo_id.replace("/", "__")))
@@ -179,6 +185,8 @@ def load_repo(meta: dict[str, Any]) -> Repo:
                 shards.setdefault(shard, {})[name] = tensors[name]
             for shard, members in shards.items():
                 repo.files[shard] = safetensors_file(shard, members, repo_id)
+            if "model.safetensors.index.json" in repo.reconstructed:
+                repo.reconstructed += sorted(shards)  # shard names/contents follow the reconstructed index
     for path, size in (meta.get("virtual_files") or {}).items():
         repo.files[path] = gguf_file(path, size, repo_id)
     repo.files = dict(sorted(repo.files.items()))
@@ -286,12 +294,53 @@ def model_info(repo: Repo, expand: list[str] | None = None, blobs: bool = False)
         info.pop("safetensors", None)
     if repo.meta.get("gguf"):
         info["gguf"] = repo.meta["gguf"]
-    if repo.meta.get("reconstructed"):
-        info["standin_reconstructed"] = True
+    if repo.reconstructed:
+        info["standin_reconstructed"] = sorted(repo.reconstructed)
     info = {k: v for k, v in info.items() if v is not None or k in ("pipeline_tag",)}
     if expand:
         return {"_id": info["_id"], "id": repo.id, **{k: info[k] for k in expand if k in info}}
     return info
+
+
+def sharded_safetensors_metadata(repo: Repo, index_path: str) -> dict[str, Any] | None:
+    """``GET /api/models/{id}/safetensors-metadata/{index}``: the index (minus weight_map) + every shard header."""
+    index_file = repo.files.get(index_path)
+    if index_file is None or index_file.data is None or not index_path.endswith(".safetensors.index.json"):
+        return None
+    index = json.loads(index_file.data)
+    folder = index_path.rsplit("/", 1)[0] + "/" if "/" in index_path else ""
+    headers = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        file = repo.files.get(folder + shard)
+        if file is None or not file.prefix:
+            return None
+        headers[shard] = json.loads(file.prefix[8:])
+    return {"index": {k: v for k, v in index.items() if k != "weight_map"}, "headers": headers}
+
+
+def file_entry(file: RepoFile) -> dict[str, Any]:
+    """A tree / paths-info entry for one file."""
+    entry: dict[str, Any] = {"type": "file", "oid": file.blob_id, "size": file.size, "path": file.path}
+    lfs = file.lfs_info()
+    if lfs:
+        entry["lfs"] = lfs
+    return entry
+
+
+def _dir_entry(path: str) -> dict[str, Any]:
+    return {"type": "directory", "oid": git_blob_sha1(path.encode()), "size": 0, "path": path}
+
+
+def paths_info(repo: Repo, paths: list[str]) -> list[dict[str, Any]]:
+    """``POST /api/models/{id}/paths-info/{rev}``: entries for the existing paths (files or folders)."""
+    out = []
+    for path in paths:
+        path = path.strip("/")
+        if path in repo.files:
+            out.append(file_entry(repo.files[path]))
+        elif path and any(p.startswith(path + "/") for p in repo.files):
+            out.append(_dir_entry(path))
+    return out
 
 
 def tree(repo: Repo, prefix: str, recursive: bool) -> list[dict[str, Any]] | None:
@@ -309,13 +358,9 @@ def tree(repo: Repo, prefix: str, recursive: bool) -> list[dict[str, Any]] | Non
             if not recursive and depth > 1:
                 break
             sub = base + "/".join(rest[:depth])
-            entries.setdefault(sub, {"type": "directory", "oid": git_blob_sha1(sub.encode()), "size": 0, "path": sub})
+            entries.setdefault(sub, _dir_entry(sub))
         if recursive or len(rest) == 1:
-            entry: dict[str, Any] = {"type": "file", "oid": file.blob_id, "size": file.size, "path": path}
-            lfs = file.lfs_info()
-            if lfs:
-                entry["lfs"] = lfs
-            entries[path] = entry
+            entries[path] = file_entry(file)
     if prefix and not entries:
         return None
     return [entries[k] for k in sorted(entries)]

@@ -15,24 +15,40 @@ Repos (data in tests/hub_data/repos.json; revision ``main`` and the 40-hex sha r
   ``openai-community/gpt2`` (legacy ``gpt2``), ``sentence-transformers/all-MiniLM-L6-v2``,
   ``stabilityai/stable-diffusion-xl-base-1.0``. The meta-llama and gemma repos are gated on the real Hub
   but open here (gating is tested through ``estimator-test/gated-model``).
-* reconstructed configs (tests/hub_data/models_unverified/, model_info has ``standin_reconstructed: true``):
-  ``meta-llama/Llama-3.1-70B``, ``meta-llama/Llama-3.1-405B``, ``mistralai/Mistral-7B-v0.1``,
-  ``google/gemma-7b``, ``deepseek-ai/DeepSeek-V3``; and the timm repos ``timm/resnet50.a1_in1k``,
-  ``timm/vit_base_patch16_224.augreg2_in21k_ft_in1k`` (timm-layout config.json from timm 1.0's
-  pretrained_cfg, library_name ``timm``).
+* reconstructed configs (tests/hub_data/models_unverified/): ``meta-llama/Llama-3.1-70B``,
+  ``meta-llama/Llama-3.1-405B``, ``mistralai/Mistral-7B-v0.1``, ``google/gemma-7b``, ``deepseek-ai/DeepSeek-V3``;
+  and the timm repos ``timm/resnet50.a1_in1k``, ``timm/vit_base_patch16_224.augreg2_in21k_ft_in1k``
+  (timm-layout config.json from timm 1.0's pretrained_cfg, library_name ``timm``).
+* RECONSTRUCTED sharded indexes (tests/hub_data/reconstructed/<org>/<name>/model.safetensors.index.json,
+  written by make_shapes.py and served as an overlay on the repo folder, so the exact copies stay untouched):
+  Llama-3.1-70B (30 shards), Llama-3.1-405B (191), Mistral-7B-v0.1 (2), gemma-7b (4), Llama-3.2-3B (2),
+  Qwen2.5-7B (4). The family's real key layout, BF16, real shard count/naming and an exact total_size; the
+  tensor-to-shard assignment is synthetic (size-balanced, state-dict order), not the real checkpoint's.
+* model_info ``standin_reconstructed`` (only on such repos) lists every served file that is a
+  reconstruction rather than a byte-exact Hub copy: the configs above, the timm ``model.safetensors``, and
+  each reconstructed index together with every shard it names.
 * Legacy ids answer 307 with a relative ``Location`` to the canonical id, for /api/models and /resolve URLs.
 
 Header-only safetensors (virtual bytes: real header, then zeros up to the declared size; only the
 requested Range is generated; ETag/lfs sha256 is a deterministic stand-in digest, not the content's):
 every shard named by ``model.safetensors.index.json`` of bloom (BF16), Mixtral-8x7B (BF16, unfused
 ``experts.N.w1/w2/w3``), Llama-3.1-8B (BF16), Llama-2-7b-hf and llama-7b (F16 + F32 ``rotary_emb.inv_freq``),
-gemma-2b-it (BF16) -- each matches the index's ``total_size`` exactly; and a single ``model.safetensors``
-(F32) for bert-base-cased (legacy ``bert.*``/``cls.*`` keys with LayerNorm gamma/beta), gpt2 (with the
-``h.N.attn.bias`` mask buffers), roberta-base (+ I64 position_ids), all-MiniLM-L6-v2 (+ I64 position_ids),
-the timm repos (timm state dict incl. BatchNorm buffers -- an approximation of the real key set) and the
+gemma-2b-it (BF16), and the six reconstructed indexes above (BF16; Qwen2.5 with q/k/v biases; gemma-7b
+and Llama-3.2-3B tied, no ``lm_head.weight``) -- each matches the index's ``total_size`` exactly; and a
+single ``model.safetensors`` (F32) for bert-base-cased (legacy ``bert.*``/``cls.*`` keys with LayerNorm
+gamma/beta), gpt2 (with the ``h.N.attn.bias`` mask buffers), roberta-base (+ I64 position_ids),
+all-MiniLM-L6-v2 (+ I64 position_ids), the timm repos (timm state dict incl. BatchNorm buffers -- an approximation of the real key set) and the
 tiny-llama fixtures. Shapes: tests/hub_data/shapes/ (tests/hub_data/make_shapes.py). Parameter counts
 match the Hub's recorded ones where known (bloom 176,247,271,424 BF16; gpt2 137,022,720; roberta
-124,697,433 + 514 I64; MiniLM 22,713,216 + 512 I64; bert-base-uncased layout 110,106,428).
+124,697,433 + 514 I64; MiniLM 22,713,216 + 512 I64; bert-base-uncased layout 110,106,428; Llama-3.1-70B
+70,553,706,496; Llama-3.1-405B 405,853,388,800; Mistral-7B-v0.1 7,241,732,096; gemma-7b 8,537,680,896;
+Llama-3.2-3B 3,212,749,824; Qwen2.5-7B 7,615,616,512).
+
+Config-only repos (no weight files, so no ``safetensors`` in model_info and ``NotASafetensorsRepoError``
+from get_safetensors_metadata): DeepSeek-R1/V3 (their ``auto_map`` .py files are not served), SDXL
+(pipeline configs only). Llama-2-7b-hf serves ``pytorch_model.bin.index.json`` but not its .bin shards.
+all-MiniLM-L6-v2 is at the mirror commit fa97f6e7 (its recorded model_info base says c9745ed1; the served
+sha is fa97f6e7 throughout).
 
 Fault-mode repos (``estimator-test/``; each has a tiny Llama config.json unless said otherwise):
 
@@ -43,7 +59,9 @@ Fault-mode repos (``estimator-test/``; each has a tiny Llama config.json unless 
 * ``no-config``: README.md only; config.json -> 404 EntryNotFound (with X-Repo-Commit).
 * ``rate-limited``: 429 on every request with ``RateLimit: "api";r=0;t=N`` (N = $HUB_STANDIN_RATELIMIT_RESET,
   default 0, so that clients that retry do so quickly) and ``RateLimit-Policy``.
-* ``server-error``: 503 on every request (``Retry-After: 0``).
+* ``server-error``: 503 on every request (``Retry-After: 0``). model_info raises HfHubHTTPError (429/503) at
+  once; hf_hub_download retries five times (~1 s apart with these headers, ~5 s in all) and then raises
+  LocalEntryNotFoundError (client behaviour: the HTTP error is its ``__cause__``).
 * ``slow``: every request delayed by $HUB_STANDIN_SLOW_SECONDS seconds (default 30), then served normally;
   other requests are not blocked (threading server).
 * ``malformed-config``: config.json is not valid JSON; ``absurd-config``: llama config with
@@ -62,7 +80,8 @@ gated repos, sees private ones); ``hf_standin_unapproved`` (user ``standin-unapp
 any other token -> 401 ``Invalid credentials in Authorization header``.
 
 Endpoints: ``GET /api/models/{id}[/revision/{rev}]`` (``expand=``/``expand[]=``, ``blobs=True``),
-``GET /api/models/{id}/tree/{rev}[/{path}]`` (``recursive=``), ``GET /api/models/{id}/auth-check``,
+``GET /api/models/{id}/tree/{rev}[/{path}]`` (``recursive=``), ``POST /api/models/{id}/paths-info/{rev}``,
+``GET /api/models/{id}/auth-check``, ``GET /api/models/{id}/safetensors-metadata/{index path}``,
 ``HEAD|GET /{id}/resolve/{rev}/{path}`` (Range -> 206), ``GET /api/whoami-v2``,
 ``GET|POST /api/models/{id}/discussions``, ``GET /api/models/{id}/discussions/{num}``; test-only
 ``GET /_standin/discussions`` (every received post: repo, title, description, token, author, num) and
@@ -79,14 +98,14 @@ import signal
 import sys
 import threading
 import uuid
-from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 try:
-    from tests import hub_repos
+    from tests import hub_discussions, hub_repos
 except ImportError:  # run as a plain script from tests/
+    import hub_discussions  # type: ignore[no-redef]
     import hub_repos  # type: ignore[no-redef]
 
 TOKENS: dict[str, dict[str, Any]] = {
@@ -98,7 +117,7 @@ EXPOSE = (
     "X-Repo-Commit,X-Request-Id,X-Error-Code,X-Error-Message,X-Total-Count,ETag,Link,Accept-Ranges,"
     "Content-Range,X-Linked-Size,X-Linked-ETag"
 )
-API_SUFFIXES = {"revision", "tree", "discussions", "auth-check"}
+API_SUFFIXES = {"revision", "tree", "discussions", "auth-check", "paths-info", "safetensors-metadata"}
 
 
 class HubError(Exception):
@@ -109,25 +128,13 @@ class HubError(Exception):
         self.status, self.message, self.code, self.headers = status, message, code, headers or {}
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-
-
 class HubState:
     """Everything the handler needs: repos, aliases, discussions (in memory, per server)."""
 
     def __init__(self) -> None:
         self.repos, self.aliases = hub_repos.load_repos()
-        self.lock = threading.Lock()
-        self.discussions: dict[str, list[dict[str, Any]]] = {}
-        self.posts: list[dict[str, Any]] = []
+        self.discussions = hub_discussions.DiscussionStore()
         self.stopping = threading.Event()
-
-    def reset(self) -> None:
-        """Forget every posted discussion."""
-        with self.lock:
-            self.discussions.clear()
-            self.posts.clear()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -167,6 +174,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(err.status, {"error": err.message}, headers)
         except (BrokenPipeError, ConnectionResetError):
             pass
+        except Exception as exc:  # a stand-in bug: answer 500 rather than dropping the connection
+            self.log_error("internal error on %s: %r", self.path, exc)
+            self._send_json(500, {"error": f"stand-in internal error: {exc!r}"})
 
     def _auth(self) -> dict[str, Any] | None:
         header = self.headers.get("Authorization", "")
@@ -213,10 +223,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/whoami-v2":
             return self._whoami()
         if path == "/_standin/discussions" and method == "GET":
-            with self.state.lock:
-                return self._send_json(200, list(self.state.posts))
+            return self._send_json(200, self.state.discussions.posts())
         if path == "/_standin/reset" and method == "POST":
-            self.state.reset()
+            self.state.discussions.reset()
             return self._send_json(200, {"ok": True})
         if len(segs) >= 3 and segs[:2] == ["api", "models"]:
             rest = segs[2:]
@@ -298,6 +307,17 @@ class Handler(BaseHTTPRequestHandler):
             if entries is None:
                 raise HubError(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": sha})
             return self._send_json(200, entries, {"X-Repo-Commit": sha})
+        if tail[0] == "paths-info" and len(tail) >= 2 and method == "POST":
+            sha = self._revision(repo, "/".join(tail[1:]))
+            form = parse_qs(self.body.decode(), keep_blank_values=True)
+            entries = hub_repos.paths_info(repo, form.get("paths", []))
+            return self._send_json(200, entries, {"X-Repo-Commit": sha})
+        if tail[0] == "safetensors-metadata" and len(tail) >= 2:
+            self._check_gate(repo)
+            doc = hub_repos.sharded_safetensors_metadata(repo, "/".join(tail[1:]))
+            if doc is None:
+                raise HubError(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": repo.sha})
+            return self._send_json(200, doc)
         if tail == ["auth-check"]:
             self._check_gate(repo)
             return self._send_json(200, {})
@@ -324,14 +344,18 @@ class Handler(BaseHTTPRequestHandler):
                 "orgs": [],
                 "auth": {
                     "type": "access_token",
-                    "accessToken": {"displayName": "standin", "role": self.user["role"], "createdAt": "2024-01-01T00:00:00.000Z"},
+                    "accessToken": {
+                        "displayName": "standin",
+                        "role": self.user["role"],
+                        "createdAt": "2024-01-01T00:00:00.000Z",
+                    },
                 },
             },
         )
 
     # ------------------------------------------------------------------ discussions
     def _discussions(self, method: str, repo: hub_repos.Repo, tail: list[str]) -> None:
-        state = self.state
+        store = self.state.discussions
         if method == "POST" and not tail:
             if self.user is None:
                 raise HubError(401, "You must be authenticated to open a discussion.")
@@ -342,62 +366,19 @@ class Handler(BaseHTTPRequestHandler):
             title = str(body.get("title", "")).strip()
             if not title:
                 raise HubError(400, "title is required")
-            with state.lock:
-                items = state.discussions.setdefault(repo.id, [])
-                entry = {
-                    "num": len(items) + 1,
-                    "title": title,
-                    "description": str(body.get("description", "")),
-                    "isPullRequest": bool(body.get("pullRequest", False)),
-                    "author": self.user["name"],
-                    "createdAt": _now(),
-                }
-                items.append(entry)
-                state.posts.append({"repo": repo.id, "token": self.user["token"], **entry})
-            return self._send_json(200, {"num": entry["num"], "url": {"api": f"/api/models/{repo.id}/discussions/{entry['num']}"}})
+            num = store.create(
+                repo.id, title, str(body.get("description", "")), bool(body.get("pullRequest", False)), self.user
+            )
+            return self._send_json(200, {"num": num, "url": {"api": f"/api/models/{repo.id}/discussions/{num}"}})
         if method != "GET":
             raise HubError(405, "Method not allowed")
-        with state.lock:
-            items = list(state.discussions.get(repo.id, []))
         if not tail:
-            page = int(self.query.get("p", ["0"])[0] or 0)
-            per_page = 50
-            chunk = items[::-1][page * per_page : (page + 1) * per_page]
-            return self._send_json(
-                200,
-                {"discussions": [self._discussion(repo, d) for d in chunk], "count": len(items), "start": page * per_page, "numClosedDiscussions": 0},
-            )
-        found = [d for d in items if str(d["num"]) == tail[0]] if len(tail) == 1 else []
-        if not found:
+            page = self.query.get("p", ["0"])[0]
+            return self._send_json(200, store.page(repo.id, int(page) if page.isdigit() else 0))
+        details = store.details(repo.id, tail[0]) if len(tail) == 1 else None
+        if details is None:
             raise HubError(404, "Discussion not found")
-        d = found[0]
-        details = self._discussion(repo, d)
-        details["events"] = [
-            {
-                "id": hub_repos.git_blob_sha1(f"{repo.id}#{d['num']}".encode())[:24],
-                "type": "comment",
-                "createdAt": d["createdAt"],
-                "author": {"name": d["author"]},
-                "data": {"edited": False, "hidden": False, "latest": {"raw": d["description"], "html": d["description"]}},
-            }
-        ]
-        if d["isPullRequest"]:
-            details.update({"changes": {"base": "refs/heads/main"}, "filesWithConflicts": [], "diff": ""})
         self._send_json(200, details)
-
-    @staticmethod
-    def _discussion(repo: hub_repos.Repo, d: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "num": d["num"],
-            "title": d["title"],
-            "status": "draft" if d["isPullRequest"] else "open",
-            "isPullRequest": d["isPullRequest"],
-            "createdAt": d["createdAt"],
-            "author": {"name": d["author"]},
-            "repo": {"name": repo.id, "type": "model"},
-            "numComments": 1,
-            "pinned": False,
-        }
 
     # ------------------------------------------------------------------ /{id}/resolve/{rev}/{path}
     def _resolve(self, repo: hub_repos.Repo, revision: str, path: str) -> None:

@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -25,7 +25,22 @@ ACCELERATE = Path(sys.executable).parent / "accelerate"
 
 
 @pytest.fixture(scope="module")
-def checks(hub_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def accelerate_bert(hub_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[str]]:
+    """``accelerate estimate-memory bert-base-cased`` started early so that it overlaps with ``checks``."""
+    cmd = [str(ACCELERATE), "estimate-memory", "bert-base-cased"] if ACCELERATE.exists() else [
+        sys.executable, "-m", "accelerate.commands.accelerate_cli", "estimate-memory", "bert-base-cased"]
+    env = hub_env(hub_server, tmp_path_factory.mktemp("hf_home"))
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def checks(
+    hub_server: str, tmp_path_factory: pytest.TempPathFactory, accelerate_bert: subprocess.Popen[str]
+) -> dict[str, Any]:
     """Results of tests/_hub_client_checks.py run once against the session server."""
     env = hub_env(hub_server, tmp_path_factory.mktemp("hf_home"))
     proc = subprocess.run(
@@ -127,6 +142,7 @@ def test_special_repos_model_info(checks: dict[str, Any]) -> None:
     assert timm["config"]["pretrained_cfg"]["input_size"] == [3, 224, 224]
     remote = ok(checks, "info_remote_code")
     assert "auto_map" in remote["config"] and "custom_code" in remote["tags"]
+    assert ok(checks, "paths_info") == {"unet": ["RepoFolder", None], "unet/config.json": ["RepoFile", 1680]}
     tree = ok(checks, "tree_minilm")
     assert tree["1_Pooling/config.json"] == 190 and tree["model.safetensors"] > 90_000_000
 
@@ -154,6 +170,39 @@ def test_sharded_safetensors_match_index_total_size(checks: dict[str, Any], repo
     assert summary["data_bytes"] == summary["end_offsets"] == summary["total_size"] == index["metadata"]["total_size"]
 
 
+# (published Hub parameter count, shard count, has lm_head.weight, has q/k/v biases)
+RECONSTRUCTED = {
+    "meta-llama/Llama-3.1-70B": (70_553_706_496, 30, True, False),
+    "meta-llama/Llama-3.1-405B": (405_853_388_800, 191, True, False),
+    "mistralai/Mistral-7B-v0.1": (7_241_732_096, 2, True, False),
+    "google/gemma-7b": (8_537_680_896, 4, False, False),
+    "meta-llama/Llama-3.2-3B": (3_212_749_824, 2, False, False),
+    "Qwen/Qwen2.5-7B": (7_615_616_512, 4, True, True),
+}
+
+
+@pytest.mark.parametrize("repo_id", list(RECONSTRUCTED))
+def test_reconstructed_sharded_safetensors(checks: dict[str, Any], repo_id: str) -> None:
+    params, n_shards, lm_head, qkv_bias = RECONSTRUCTED[repo_id]
+    summary = ok(checks, f"st:{repo_id}")
+    index = json.loads((DATA / "reconstructed" / repo_id / "model.safetensors.index.json").read_text())
+    assert summary["params"] == {"BF16": params} and summary["sharded"]
+    assert summary["shards"] == [f"model-{k:05d}-of-{n_shards:05d}.safetensors" for k in range(1, n_shards + 1)]
+    assert summary["data_bytes"] == summary["end_offsets"] == summary["total_size"] == index["metadata"]["total_size"]
+    assert summary["total_size"] == 2 * params
+    assert summary["layout"] == {"lm_head.weight": lm_head, "model.layers.0.self_attn.q_proj.bias": qkv_bias}
+    assert not (DATA / "models" / repo_id / "model.safetensors.index.json").exists()  # exact copies untouched
+
+
+def test_reconstructed_files_are_marked(checks: dict[str, Any]) -> None:
+    marked = ok(checks, "info_reconstructed_files")
+    assert marked["Qwen/Qwen2.5-7B"] == ["model-0000%d-of-00004.safetensors" % k for k in range(1, 5)] + [
+        "model.safetensors.index.json"]  # config.json is an exact copy
+    assert {"config.json", "model.safetensors.index.json", "model-00030-of-00030.safetensors"} <= set(
+        marked["meta-llama/Llama-3.1-70B"])
+    assert marked["meta-llama/Llama-3.1-8B"] is None
+
+
 def test_safetensors_parameter_counts_match_hub_reference(checks: dict[str, Any]) -> None:
     assert ok(checks, "st:bigscience/bloom")["params"] == {"BF16": 176_247_271_424}
     assert ok(checks, "st:openai-community/gpt2")["params"] == {"F32": 137_022_720}
@@ -163,6 +212,7 @@ def test_safetensors_parameter_counts_match_hub_reference(checks: dict[str, Any]
     assert ok(checks, "st:google-bert/bert-base-cased")["params"] == {"F32": 108_932_934}
     assert ok(checks, "st:estimator-test/tiny-llama")["params"] == {"F32": 202_048}
     assert ok(checks, "st:timm/resnet50.a1_in1k")["params"]["F32"] > 25_000_000
+    assert ok(checks, "st_sharded_endpoint") == [{"BF16": 46_702_792_704}, 19, {"total_size": 93_405_585_408}]
     assert ok(checks, "st_mismatch") == [100, 64]
     err(checks, "st_gated_anon", "GatedRepoError", 401)
     err(checks, "st_not_safetensors", "NotASafetensorsRepoError", None)
@@ -212,13 +262,11 @@ def test_transformers_autoconfig(checks: dict[str, Any]) -> None:
     assert ok(checks, "autoconfig_legacy_bert") == {"class": "BertConfig", "layers": 12, "hidden": 768}
 
 
-def test_accelerate_estimate_memory_bert_base_cased(hub_client_env: dict[str, str]) -> None:
-    cmd = [str(ACCELERATE), "estimate-memory", "bert-base-cased"] if ACCELERATE.exists() else [
-        sys.executable, "-m", "accelerate.commands.accelerate_cli", "estimate-memory", "bert-base-cased"]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=hub_client_env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Memory Usage for loading `bert-base-cased`" in proc.stdout
-    row = next(line for line in proc.stdout.splitlines() if "float32" in line)
+def test_accelerate_estimate_memory_bert_base_cased(accelerate_bert: subprocess.Popen[str]) -> None:
+    stdout, stderr = accelerate_bert.communicate(timeout=180)
+    assert accelerate_bert.returncode == 0, stderr[-3000:]
+    assert "Memory Usage for loading `bert-base-cased`" in stdout
+    row = next(line for line in stdout.splitlines() if "float32" in line)
     assert "413.18 MB" in row and "1.61 GB" in row
 
 
@@ -249,4 +297,38 @@ print(json.dumps(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["slow"] in ("ReadTimeout", "TimeoutException", "ConnectTimeout"), out
-    assert out["fast_s"] < 1.0 and out["slow_s"] < 3.5, out
+    # the gpt2 call is answered while the slow request is still pending (delay 4 s); the slow one times out at ~1 s
+    assert out["fast_s"] < 3.0 and out["slow_s"] < 3.5, out
+
+
+# ----------------------------------------------------------------------------- in-process API, test-only endpoints
+
+
+def test_in_process_server_discussion_log_and_reset() -> None:
+    def call(url: str, data: bytes | None = None, token: str | None = None) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as resp:
+                return resp.status, json.load(resp)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.load(exc)
+
+    body = json.dumps({"title": " t ", "description": "d", "pullRequest": False}).encode()
+    with HubStandIn() as hub:
+        api = f"{hub.url}/api/models/FacebookAI/roberta-base/discussions"
+        assert call(api, body)[0] == 401
+        assert call(api, body, token="hf_not_a_token") == (401, {"error": "Invalid credentials in Authorization header"})
+        created = call(api, body, token="hf_standin_unapproved")
+        assert created == (200, {"num": 1, "url": {"api": "/api/models/FacebookAI/roberta-base/discussions/1"}})
+        status, posts = call(f"{hub.url}/_standin/discussions")
+        assert status == 200 and [(p["repo"], p["title"], p["description"], p["token"], p["author"]) for p in posts] == [
+            ("FacebookAI/roberta-base", "t", "d", "hf_standin_unapproved", "standin-unapproved")
+        ]
+        assert call(f"{hub.url}/api/models/FacebookAI/roberta-base/discussions?p=0")[1]["count"] == 1
+        assert call(f"{hub.url}/_standin/reset", b"")[0] == 200
+        assert call(f"{hub.url}/_standin/discussions") == (200, [])
+        assert call(f"{hub.url}/api/models/FacebookAI/roberta-base/discussions")[1]["count"] == 0
+        expanded = call(f"{hub.url}/api/models/FacebookAI/roberta-base?expand[]=safetensors&expand[]=gated")[1]
+        assert set(expanded) == {"_id", "id", "safetensors", "gated"}
+        assert expanded["safetensors"] == {"parameters": {"F32": 124_697_433, "I64": 514}, "total": 124_697_947}

@@ -11,6 +11,11 @@ Writes ``tests/hub_data/shapes/<org>__<name>.json`` = ``{tensor_name: [DTYPE, sh
   prefix-less ``h.N...``, Llama-1/2's ``rotary_emb.inv_freq`` buffers in F32). The tensor-name set must
   equal the index's ``weight_map`` keys and ``sum(numel * itemsize)`` must equal the index's
   ``metadata.total_size`` exactly, or this script fails;
+* the repos in ``RECONSTRUCTED`` (Llama-3.1-70B/405B, Mistral-7B-v0.1, gemma-7b, Llama-3.2-3B, Qwen2.5-7B):
+  their real sharded index is not among the fixtures, so this script first WRITES a reconstructed
+  ``reconstructed/<org>/<name>/model.safetensors.index.json`` (family key layout, real shard count and
+  naming, synthetic size-balanced tensor-to-shard assignment), then checks it like the others and checks
+  the parameter count against the Hub's published one;
 * the single-file repos (bert-base-cased, gpt2, roberta-base, all-MiniLM-L6-v2, the tiny llama fixtures,
   the timm repos): the model is built on the meta device from the config and its state dict is mapped to
   the real checkpoint's key set (prefixes, tied weights dropped, legacy buffers added). Where the Hub
@@ -57,7 +62,7 @@ def counts(shapes: Shapes) -> dict[str, int]:
 
 
 def llama_family_rules(cfg: dict[str, Any], dtype: str) -> Callable[[str], list[Any] | None]:
-    """Shape rule for Llama / Gemma / Mixtral checkpoints (``model.layers.N.*``)."""
+    """Shape rule for Llama / Mistral / Gemma / Qwen2 / Mixtral checkpoints (``model.layers.N.*``)."""
     h, inter, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     heads = cfg["num_attention_heads"]
     kv = cfg.get("num_key_value_heads") or heads
@@ -70,6 +75,9 @@ def llama_family_rules(cfg: dict[str, Any], dtype: str) -> Callable[[str], list[
         "self_attn.q_proj.weight": [heads * hd, h],
         "self_attn.k_proj.weight": [kv * hd, h],
         "self_attn.v_proj.weight": [kv * hd, h],
+        "self_attn.q_proj.bias": [heads * hd],  # Qwen2: q/k/v biases
+        "self_attn.k_proj.bias": [kv * hd],
+        "self_attn.v_proj.bias": [kv * hd],
         "self_attn.o_proj.weight": [h, heads * hd],
         "mlp.gate_proj.weight": [inter, h],
         "mlp.up_proj.weight": [inter, h],
@@ -132,13 +140,93 @@ INDEXED = {
     "google/gemma-2b-it": ("BF16", llama_family_rules),
 }
 
+# Repos whose real Hub checkpoint is sharded safetensors but whose index is not among the fixtures: this script
+# writes a RECONSTRUCTED model.safetensors.index.json to reconstructed/<org>/<name>/ (served as an overlay on the
+# repo's folder and listed in model_info ``standin_reconstructed``). Key layout = the real checkpoints' layout
+# for the family (Llama / Mistral / Gemma / Qwen2, tied embeddings -> no lm_head.weight, Qwen2 q/k/v biases),
+# BF16, the real shard count and ``model-0000K-of-0000N.safetensors`` naming. Which tensor sits in which shard
+# is NOT the real assignment (not known offline): tensors are cut in state-dict order into N contiguous,
+# size-balanced shards. Value: (BF16, shard count, the Hub's published parameter count).
+RECONSTRUCTED = {
+    "meta-llama/Llama-3.1-70B": ("BF16", 30, 70_553_706_496),
+    "meta-llama/Llama-3.1-405B": ("BF16", 191, 405_853_388_800),
+    "mistralai/Mistral-7B-v0.1": ("BF16", 2, 7_241_732_096),
+    "google/gemma-7b": ("BF16", 4, 8_537_680_896),
+    "meta-llama/Llama-3.2-3B": ("BF16", 2, 3_212_749_824),
+    "Qwen/Qwen2.5-7B": ("BF16", 4, 7_615_616_512),
+}
+RECONSTRUCTED_DIR = HERE / "reconstructed"
+
+
+def manifest_entry(repo_id: str) -> dict[str, Any]:
+    """The repo's entry in repos.json."""
+    return next(r for r in load_json(HERE / "repos.json")["repos"] if r["id"] == repo_id)
+
+
+def decoder_key_layout(cfg: dict[str, Any]) -> list[str]:
+    """Tensor names of a Llama-style decoder checkpoint, in state-dict (save) order."""
+    bias = cfg.get("model_type") == "qwen2" or bool(cfg.get("attention_bias"))
+    names = ["model.embed_tokens.weight"]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for proj in ("q", "k", "v"):
+            names.append(f"{p}self_attn.{proj}_proj.weight")
+            if bias:
+                names.append(f"{p}self_attn.{proj}_proj.bias")
+        names.append(f"{p}self_attn.o_proj.weight")
+        names += [f"{p}mlp.{m}_proj.weight" for m in ("gate", "up", "down")]
+        names += [f"{p}input_layernorm.weight", f"{p}post_attention_layernorm.weight"]
+    names.append("model.norm.weight")
+    if not cfg.get("tie_word_embeddings", True):  # transformers' default is tied (gemma's config omits the key)
+        names.append("lm_head.weight")
+    return names
+
+
+def split_shards(names: list[str], sizes: dict[str, int], n_shards: int) -> dict[str, str]:
+    """Cut ``names`` (in order) into ``n_shards`` contiguous non-empty, size-balanced shards -> weight_map."""
+    if len(names) < n_shards:
+        raise SystemExit(f"{len(names)} tensors cannot fill {n_shards} shards")
+    weight_map: dict[str, str] = {}
+    remaining, pos = sum(sizes[n] for n in names), 0
+    for k in range(n_shards):
+        left = n_shards - k
+        target, size, start = remaining / left, 0, pos
+        # take at least one tensor; keep one per later shard; stop once the next one overshoots the target
+        while pos < len(names) - (left - 1) and (pos == start or left == 1 or size + sizes[names[pos]] <= target):
+            size += sizes[names[pos]]
+            pos += 1
+        for name in names[start:pos]:
+            weight_map[name] = f"model-{k + 1:05d}-of-{n_shards:05d}.safetensors"
+        remaining -= size
+    return dict(sorted(weight_map.items()))
+
+
+def write_reconstructed_index(repo_id: str) -> None:
+    """Write reconstructed/<repo_id>/model.safetensors.index.json from the repo's config (see RECONSTRUCTED)."""
+    dtype, n_shards, _published = RECONSTRUCTED[repo_id]
+    cfg = load_json(HERE / manifest_entry(repo_id)["dir"] / "config.json")
+    rule = llama_family_rules(cfg, dtype)
+    names = decoder_key_layout(cfg)
+    sizes = {}
+    for name in names:
+        entry = rule(name)
+        if entry is None:
+            raise SystemExit(f"{repo_id}: no shape rule for tensor {name!r}")
+        sizes[name] = math.prod(entry[1]) * DTYPE_SIZE[entry[0]]
+    index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": split_shards(names, sizes, n_shards)}
+    out = RECONSTRUCTED_DIR / repo_id / "model.safetensors.index.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(index, indent=2) + "\n")
+
 
 def indexed_shapes(repo_id: str) -> Shapes:
     """Shapes for an indexed repo, verified against its index (names and total_size)."""
-    dtype, make_rule = INDEXED[repo_id]
-    repo_dir = HERE / "models" / repo_id
+    dtype, make_rule = INDEXED.get(repo_id) or (RECONSTRUCTED[repo_id][0], llama_family_rules)
+    entry = manifest_entry(repo_id)
+    repo_dir = HERE / entry["dir"]
+    index_dir = HERE / entry["overlay"] if repo_id in RECONSTRUCTED else repo_dir
     cfg = load_json(repo_dir / "config.json")
-    index = load_json(repo_dir / "model.safetensors.index.json")
+    index = load_json(index_dir / "model.safetensors.index.json")
     declared = TORCH_DTYPE_NAME.get(cfg.get("torch_dtype", ""), dtype)
     if declared != dtype:
         raise SystemExit(f"{repo_id}: config torch_dtype {declared} != chosen {dtype}")
@@ -152,6 +240,11 @@ def indexed_shapes(repo_id: str) -> Shapes:
     total = nbytes(shapes)
     if total != index["metadata"]["total_size"]:
         raise SystemExit(f"{repo_id}: computed {total} bytes != index total_size {index['metadata']['total_size']}")
+    shards = sorted(set(index["weight_map"].values()))
+    if repo_id in RECONSTRUCTED:
+        n = RECONSTRUCTED[repo_id][1]
+        if shards != [f"model-{k:05d}-of-{n:05d}.safetensors" for k in range(1, n + 1)]:
+            raise SystemExit(f"{repo_id}: reconstructed index does not name exactly {n} shards")
     return shapes
 
 
@@ -253,6 +346,10 @@ def main() -> int:
     for repo_id in INDEXED:
         tables[repo_id] = indexed_shapes(repo_id)
         expect(repo_id, tables[repo_id], None)
+    for repo_id, (dtype, _n, published) in RECONSTRUCTED.items():
+        write_reconstructed_index(repo_id)
+        tables[repo_id] = indexed_shapes(repo_id)
+        expect(repo_id + " (reconstructed index)", tables[repo_id], {dtype: published})
     if counts(tables["bigscience/bloom"]) != {"BF16": 176_247_271_424}:
         raise SystemExit("bloom parameter count mismatch")
 

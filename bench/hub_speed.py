@@ -1,0 +1,92 @@
+"""Whole-process speed of `accelerate estimate-memory` vs `estimate-memory`, against the Hub stand-in.
+
+Usage: .venv/bin/python bench/hub_speed.py [--runs 3] [--out bench/results/hub_speed.md]
+
+Starts `python -m tests.hub_server --port 0`, then for each model runs both commands (unmodified
+accelerate 1.15 console script; our `python -m estimator`) `--runs` times each with a fresh
+HF_HOME per run (a cold Hub cache, as a first-time user has), and reports the median wall time and
+the ratio. Then times a warm answer inside one running process (what the app does): the first
+`estimate()` call and the median of repeated calls for the same model and revision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import hub_env, start_hub_process, stop_hub_process  # noqa: E402
+
+MODELS = ["bert-base-cased", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B"]
+BIN = Path(sys.executable).parent
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    started = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    return time.perf_counter() - started, result.returncode, result.stdout
+
+
+def warm_in_process(url: str, model: str, repeats: int = 20) -> tuple[float, float]:
+    code = (
+        "import time, statistics\n"
+        "from estimator import estimate\n"
+        f"t = time.perf_counter(); estimate({model!r}); first = time.perf_counter() - t\n"
+        "times = []\n"
+        f"for _ in range({repeats}):\n"
+        f"    t = time.perf_counter(); estimate({model!r}); times.append(time.perf_counter() - t)\n"
+        "print(first, statistics.median(times))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=hub_env(url), cwd=ROOT, timeout=600)
+    first, warm = out.stdout.split()
+    return float(first), float(warm)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "hub_speed.md"))
+    args = parser.parse_args()
+    proc, url = start_hub_process()
+    lines = [
+        f"Against the Hub stand-in on loopback; median of {args.runs} whole-process runs each, fresh HF_HOME per run; "
+        f"{os.cpu_count()} CPUs. Command: `.venv/bin/python bench/hub_speed.py --runs {args.runs}`.",
+        "",
+        "| model | accelerate estimate-memory | estimate-memory | ratio | our method |",
+        "|---|---:|---:|---:|---|",
+    ]
+    try:
+        for model in MODELS:
+            ours, theirs, method = [], [], "?"
+            for _ in range(args.runs):
+                env = hub_env(url, home=tempfile.mkdtemp(prefix="bench_hf_"))
+                seconds, status, _ = timed([str(BIN / "accelerate"), "estimate-memory", model], env)
+                theirs.append(seconds if status == 0 else float("nan"))
+                env = hub_env(url, home=tempfile.mkdtemp(prefix="bench_hf_"))
+                seconds, status, stdout = timed([sys.executable, "-m", "estimator", model, "--format", "json"], env)
+                ours.append(seconds if status == 0 else float("nan"))
+                if status == 0:
+                    method = json.loads(stdout)["rows"][0]["method"]
+            a, o = statistics.median(theirs), statistics.median(ours)
+            lines.append(f"| {model} | {a:.2f} s | {o:.2f} s | {a / o:.1f}x | {method} |")
+            print(lines[-1], flush=True)
+        first, warm = warm_in_process(url, "meta-llama/Llama-3.1-8B")
+        lines += ["", f"In one running process (the app): first `estimate('meta-llama/Llama-3.1-8B')` {first * 1000:.0f} ms, "
+                      f"then {warm * 1000:.1f} ms (median of 20 repeats: one revision lookup, answer from the cache)."]
+        print(lines[-1])
+    finally:
+        stop_hub_process(proc)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

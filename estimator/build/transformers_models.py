@@ -1,0 +1,91 @@
+"""transformers models on the meta device, as ``from_pretrained(..., dtype=X)`` would lay them out.
+
+The class is the one the checkpoint is published for (``config.architectures[0]``), so task heads
+count (accelerate builds the bare ``AutoModel`` and misses an untied ``lm_head``); where that class
+is unknown, ``AutoModel``'s class for the config. ``cls._from_config(config, dtype=X)`` is exactly
+what ``from_pretrained`` builds before loading weights: tied weights are one tensor, and buffers the
+modeling code makes in float32 on purpose (rotary ``inv_freq``) stay float32.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+
+from estimator.errors import (
+    LibraryMissingError,
+    MalformedConfigError,
+    RemoteCodeRequiredError,
+    UnknownArchitectureError,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError:  # pragma: no cover - transformers is a hard requirement of the package
+        raise LibraryMissingError("transformers is not installed; `pip install transformers`.") from None
+    return transformers
+
+
+def transformers_config(config: dict[str, Any], *, model: str, trust_remote_code: bool = False, remote_ref: str | None = None) -> Any:
+    """A ``PretrainedConfig`` from a config.json dict, refusing remote code unless allowed."""
+    transformers = _transformers()
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise MalformedConfigError(f"The config of {model} has no model_type, so transformers cannot tell what to build.")
+    if model_type not in CONFIG_MAPPING:
+        if config.get("auto_map"):
+            if not trust_remote_code:
+                raise RemoteCodeRequiredError(
+                    f"{model} is defined by code in its repo (model_type {model_type!r}); the estimator runs it only "
+                    f"from the command line with --trust-remote-code, after you have read that code."
+                )
+            if remote_ref is None:
+                raise RemoteCodeRequiredError(f"{model} needs its repo's code, which cannot be fetched here.")
+            return transformers.AutoConfig.from_pretrained(remote_ref, trust_remote_code=True)
+        raise UnknownArchitectureError(
+            f"transformers {transformers.__version__} does not know model_type {model_type!r} ({model}); "
+            f"upgrade transformers, or check the config."
+        )
+    try:
+        return CONFIG_MAPPING[model_type].from_dict(dict(config))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise MalformedConfigError(f"The config of {model} could not be read as a {model_type} config: {exc}") from None
+
+
+def model_class(config: Any, *, model: str, trust_remote_code: bool = False) -> type[nn.Module]:
+    """The class named by ``architectures[0]``, else ``AutoModel``'s class for this config."""
+    transformers = _transformers()
+    for name in getattr(config, "architectures", None) or []:
+        cls = getattr(transformers, name, None)
+        if isinstance(cls, type) and issubclass(cls, nn.Module):
+            return cls
+        logger.info("architecture %s is not in transformers; falling back to AutoModel", name)
+    auto_map = getattr(config, "auto_map", None) or {}
+    if trust_remote_code and "AutoModel" in auto_map:
+        return transformers.AutoModel._model_mapping.get(type(config), None) or transformers.AutoModel
+    try:
+        return transformers.AutoModel._model_mapping[type(config)]
+    except KeyError:
+        raise UnknownArchitectureError(f"transformers has no model class for {model} ({type(config).__name__}).") from None
+
+
+def build_transformers(config: dict[str, Any], dtype: torch.dtype, *, model: str, trust_remote_code: bool = False, remote_ref: str | None = None) -> nn.Module:
+    """The published class of ``config``, built on the meta device in ``dtype``."""
+    hf_config = transformers_config(config, model=model, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
+    cls = model_class(hf_config, model=model, trust_remote_code=trust_remote_code)
+    try:
+        with torch.device("meta"):
+            if trust_remote_code and not hasattr(cls, "_from_config"):
+                return cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]
+            return cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, RuntimeError) as exc:
+        raise MalformedConfigError(f"transformers could not build {cls.__name__} from the config of {model}: {exc}") from None

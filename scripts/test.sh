@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's one test command (the README's, and what .ci/run calls on a clean clone):
+# make .venv if it is missing, install the requirements, install Chromium for the browser tests,
+# then run pytest. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed; browser tests will fail"
+fi
+exec .venv/bin/python -m pytest -q "$@"
