@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from tests.browser.test_page import wait_for_result
 
 pytestmark = pytest.mark.browser
-MODEL = "google-bert/bert-base-cased"
+MODEL = "FacebookAI/roberta-base"
 TOKEN = "hf_standin_user"  # the stand-in's write token for user standin-user
 
 
@@ -21,8 +22,16 @@ def standin(url: str, path: str, method: str = "GET") -> Any:
         return json.loads(response.read() or b"null")
 
 
-def test_preview_then_post_with_the_user_s_token_then_no_duplicate(page: Any, app_url: str, hub_server: str) -> None:
+@pytest.fixture
+def clean_standin(hub_server: str) -> Iterator[str]:
+    """The session's stand-in with no discussions, before and after (other tests count theirs)."""
     standin(hub_server, "/_standin/reset", "POST")
+    yield hub_server
+    standin(hub_server, "/_standin/reset", "POST")
+
+
+def test_preview_then_post_with_the_user_s_token_then_no_duplicate(page: Any, app_url: str, clean_standin: str) -> None:
+    hub_server = clean_standin
     page.goto(app_url + f"?model={MODEL}&dtypes=float32,float16")
     wait_for_result(page, MODEL)
     link = page.locator("#share-link textarea, #share-link input").first.input_value()
