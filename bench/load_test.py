@@ -1,0 +1,275 @@
+"""Load test: concurrent users asking the app for cached and uncached models, over Gradio's HTTP API.
+
+Each request is what ``gradio_client`` sends, with the standard library: ``POST
+/gradio_api/call/estimate`` and reading the event's stream until ``complete`` or ``error``
+(``gradio_client`` itself costs about 0.3 s of client CPU per call, which on a small machine
+would measure the client, not the app).
+
+By default it starts the Hub stand-in (``python -m tests.hub_server --port 0``) and the app
+(``python app.py``) on loopback, so it needs nothing outside the machine::
+
+    python bench/load_test.py                       # 20 users, 1,000 requests, 10% uncached
+    python bench/load_test.py --url http://127.0.0.1:7860/ --pid 1234   # an app already running
+
+"Cached" requests repeat a model and options the app has answered before (the core caches Hub
+answers by commit, so only the model-info call and rendering remain); "uncached" ones ask for a
+model and dtype set not asked before (safetensors headers, a meta build for the cross-check).
+It prints p50 / p95 / max latency of each kind, throughput, and the app's resident memory (VmRSS)
+after warm-up and after the run; the exit status is 1 when a target is missed (p95 of cached
+answers under 2 s, memory growth under 100 MB) or a request failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import random
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHED_MODELS = ("openai-community/gpt2", "google-bert/bert-base-cased", "meta-llama/Llama-3.1-8B")
+UNCACHED_MODELS = (
+    "openai-community/gpt2",
+    "google-bert/bert-base-cased",
+    "FacebookAI/roberta-base",
+    "timm/resnet50.a1_in1k",
+    "estimator-test/tiny-llama",
+    "google/gemma-2b-it",
+    "meta-llama/Llama-3.1-8B",
+)
+DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
+DEFAULT_DTYPES = ["float32", "float16", "int8", "int4"]
+TARGET_CACHED_P95_S = 2.0
+TARGET_GROWTH_MB = 100.0
+
+
+@dataclass
+class Results:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {"cached": [], "uncached": []})
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of ``pid`` and its children (the app may fork helpers), in MiB."""
+    total = 0
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(c) for c in children]
+    except OSError:
+        pass
+    for one in pids:
+        try:
+            for line in Path(f"/proc/{one}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_stack() -> tuple[str, int, list[subprocess.Popen[bytes]]]:
+    """Start the Hub stand-in and the app; return the app URL, its pid, and both processes."""
+    hub = subprocess.Popen([sys.executable, "-m", "tests.hub_server", "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE)
+    assert hub.stdout is not None
+    ready, _, _ = select.select([hub.stdout], [], [], 20)
+    line = hub.stdout.readline().decode() if ready else ""
+    if not line.startswith("ready "):
+        hub.kill()
+        raise SystemExit(f"hub stand-in did not start: {line!r}")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+    env.update(
+        HF_ENDPOINT=line.split()[1],
+        HF_HOME=tempfile.mkdtemp(prefix="hf_home_bench_"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_ANALYTICS_ENABLED="False",
+        ESTIMATOR_APP_QUEUE_SIZE=env.get("ESTIMATOR_APP_QUEUE_SIZE", "64"),
+    )
+    app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return url, app.pid, [app, hub]
+        except OSError:
+            if app.poll() is not None:
+                break
+            time.sleep(0.5)
+    for proc in (app, hub):
+        proc.kill()
+    raise SystemExit("the app did not start")
+
+
+def arguments(model: str, dtypes: list[str]) -> list[object]:
+    """The ``/estimate`` endpoint's inputs, in the form's order (defaults for the Advanced fields)."""
+    return [model, "main", "auto", dtypes, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none", ""]
+
+
+class AppError(Exception):
+    """The app answered with an error event (a ``gr.Error`` message)."""
+
+
+def call(url: str, data: list[object], session: str | None = None, timeout: float = 600) -> list[object]:
+    """One ``/estimate`` call over HTTP: submit, then read the event stream to its end.
+
+    ``session`` is the user's Gradio session (a browser keeps one per open page); without one,
+    every call is a new session.
+    """
+    base = url.rstrip("/") + "/gradio_api/call/estimate"
+    body = {"data": data, **({"session_hash": session} if session else {})}
+    request = urllib.request.Request(base, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        event_id = json.loads(response.read())["event_id"]
+    with urllib.request.urlopen(f"{base}/{event_id}", timeout=timeout) as response:
+        event = ""
+        for raw in response:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event in ("complete", "error"):
+                payload = json.loads(line[6:]) if line[6:] not in ("", "null") else None
+                if event == "error":
+                    raise AppError(str(payload))
+                return payload if isinstance(payload, list) else [payload]
+    raise AppError("the stream ended without a result")
+
+
+def plan(requests: int, uncached_share: float, seed: int) -> list[tuple[str, str, list[str]]]:
+    """``requests`` (kind, model, dtypes), shuffled; uncached ones never repeat a (model, dtypes)."""
+    rng = random.Random(seed)
+    fresh = [
+        (model, list(subset))
+        for size in (1, 2, 3, 5)
+        for subset in itertools.combinations(DTYPES, size)
+        for model in UNCACHED_MODELS
+        if list(subset) not in (DEFAULT_DTYPES, ["float32"])
+    ]
+    rng.shuffle(fresh)
+    n_uncached = min(int(requests * uncached_share), len(fresh))
+    jobs = [("uncached", model, dtypes) for model, dtypes in fresh[:n_uncached]]
+    jobs += [("cached", rng.choice(CACHED_MODELS), DEFAULT_DTYPES) for _ in range(requests - n_uncached)]
+    rng.shuffle(jobs)
+    return jobs
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="an app already running (default: start the stand-in and the app)")
+    parser.add_argument("--pid", type=int, help="with --url: the app's process id, for its resident memory")
+    parser.add_argument("--users", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--uncached-share", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+
+    procs: list[subprocess.Popen[bytes]] = []
+    if args.url:
+        url, pid = args.url, args.pid
+    else:
+        url, pid, procs = start_stack()
+    try:
+        results = Results()
+        local = threading.local()
+
+        def one(job: tuple[str, str, list[str]]) -> None:
+            kind, model, dtypes = job
+            started = time.perf_counter()
+            try:
+                if not hasattr(local, "session"):
+                    local.session = f"user-{threading.get_ident()}"  # one session per simulated user
+                call(url, arguments(model, dtypes), local.session)
+            except Exception as exc:  # noqa: BLE001 - a load test counts failures, it does not stop at one
+                with results.lock:
+                    results.errors.append(f"{model} {dtypes}: {type(exc).__name__}: {str(exc)[:200]}")
+                return
+            with results.lock:
+                results.latencies[kind].append(time.perf_counter() - started)
+
+        warm = Results()
+        for model in CACHED_MODELS:  # the cached set, answered once before the clock starts
+            started = time.perf_counter()
+            call(url, arguments(model, DEFAULT_DTYPES), "warm-up")
+            warm.latencies["uncached"].append(time.perf_counter() - started)
+        for model in UNCACHED_MODELS:  # one-time costs (importing each architecture's modeling code) out of the growth
+            call(url, arguments(model, ["float32"]), "warm-up")
+        rss_before = rss_mb(pid) if pid else float("nan")
+        jobs = plan(args.requests, args.uncached_share, args.seed)
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=args.users) as pool:
+            list(pool.map(one, jobs))
+        elapsed = time.perf_counter() - started
+        rss_after = rss_mb(pid) if pid else float("nan")
+    finally:
+        for proc in procs:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    figures = {
+        "users": args.users,
+        "requests": len(jobs),
+        "seconds": round(elapsed, 1),
+        "requests_per_second": round(len(jobs) / elapsed, 2),
+        "errors": len(results.errors),
+        "first_answers_s": [round(x, 2) for x in warm.latencies["uncached"]],
+        "rss_mb_after_warmup": round(rss_before, 1),
+        "rss_mb_after_run": round(rss_after, 1),
+        "rss_growth_mb": round(rss_after - rss_before, 1),
+    }
+    for kind, values in results.latencies.items():
+        figures[kind] = {
+            "n": len(values),
+            "p50_s": round(statistics.median(values), 3) if values else None,
+            "p95_s": round(percentile(values, 95), 3) if values else None,
+            "max_s": round(max(values), 3) if values else None,
+        }
+    ok = (
+        not results.errors
+        and (figures["cached"]["p95_s"] or 0) < TARGET_CACHED_P95_S
+        and not figures["rss_growth_mb"] >= TARGET_GROWTH_MB  # NaN (no pid) passes: not measured
+    )
+    figures["targets_met"] = ok
+    print(json.dumps(figures, indent=2))
+    for error in results.errors[:10]:
+        print("error:", error, file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""The form's state, and share links: query parameters in, query parameters out.
+
+The share-link parameters are part of the public contract (``CONTRACT.md``, "Share links"):
+``model, revision, library, dtypes, mode, batch, seq, image, new_tokens, device, optimizer,
+pure16, checkpointing, lora, gpu``. :func:`to_query` spells out every one of them, so a link
+still means the same thing if a default changes; ``auto`` (seq, image) means "the model's own or
+the documented default", ``none`` (lora, gpu) means "not used". :func:`from_query` never raises:
+an unknown or malformed parameter is ignored and reported in the returned notices.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlencode
+
+from estimator.options import DEFAULT_DTYPES, Device, DType, Library, Mode, Optimizer
+from estimator_app.gpus import GPU_NAMES
+
+LIBRARIES: tuple[str, ...] = tuple(m.value for m in Library)
+DTYPES: tuple[str, ...] = tuple(m.value for m in DType)
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+DEVICES: tuple[str, ...] = tuple(m.value for m in Device)
+OPTIMIZERS: tuple[str, ...] = tuple(m.value for m in Optimizer)
+
+PARAMS: tuple[str, ...] = (
+    "model",
+    "revision",
+    "library",
+    "dtypes",
+    "mode",
+    "batch",
+    "seq",
+    "image",
+    "new_tokens",
+    "device",
+    "optimizer",
+    "pure16",
+    "checkpointing",
+    "lora",
+    "gpu",
+)
+# Parameters that Gradio itself or the Spaces embed add to a page URL; ignored without a notice.
+_FOREIGN = re.compile(r"^(__.*|view|logs|embed|theme)$")
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+_MODEL_MAX = 300
+LIMITS = {"batch": (1, 1 << 20), "seq": (1, 1 << 24), "image": (1, 1 << 16), "new_tokens": (0, 1 << 24), "lora": (1, 1 << 16)}
+
+
+@dataclass(frozen=True)
+class FormState:
+    """Everything the form holds. ``None`` for seq/image means "auto", for lora/gpu "not used"."""
+
+    model: str = ""
+    revision: str = "main"
+    library: str = "auto"
+    dtypes: tuple[str, ...] = tuple(d.value for d in DEFAULT_DTYPES)
+    mode: str = "load"
+    batch: int = 1
+    seq: int | None = None
+    image: int | None = None
+    new_tokens: int = 0
+    device: str = "cuda"
+    optimizer: str = "adamw"
+    pure16: bool = False
+    checkpointing: bool = False
+    lora: int | None = None
+    gpu: str | None = None
+
+    def estimate_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`estimator.estimate` (``gpu`` stays in the app's own table).
+
+        Never ``trust_remote_code``: the hosted app does not run a repo's code.
+        """
+        return {
+            "revision": None if self.revision in ("", "main") else self.revision,
+            "library": self.library,
+            "dtypes": list(self.dtypes),
+            "mode": self.mode,
+            "batch_size": self.batch,
+            "seq_len": self.seq,
+            "image_size": self.image,
+            "max_new_tokens": self.new_tokens,
+            "device": self.device,
+            "optimizer": self.optimizer,
+            "pure_16bit": self.pure16,
+            "gradient_checkpointing": self.checkpointing,
+            "lora_rank": self.lora,
+        }
+
+
+@dataclass
+class Parsed:
+    """What :func:`from_query` found: the state and one notice per ignored parameter."""
+
+    state: FormState
+    notices: list[str] = field(default_factory=list)
+    given: bool = False  # at least one contract parameter was present
+
+
+def _int(value: str, name: str) -> int:
+    lo, hi = LIMITS[name]
+    if not re.fullmatch(r"\s*\d{1,9}\s*", value):
+        raise ValueError(f"expected a whole number from {lo} to {hi:,}")
+    number = int(value)
+    if not lo <= number <= hi:
+        raise ValueError(f"expected a whole number from {lo} to {hi:,}")
+    return number
+
+
+def _choice(value: str, choices: tuple[str, ...]) -> str:
+    text = value.strip().lower().replace("_", "-")
+    for choice in choices:
+        if text == choice:
+            return choice
+    raise ValueError("expected one of " + ", ".join(choices))
+
+
+def _flag(value: str) -> bool:
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected 1 or 0")
+
+
+def _optional_int(value: str, name: str, empty: str) -> int | None:
+    return None if value.strip().lower() in (empty, "") else _int(value, name)
+
+
+def _parse_one(name: str, value: str, state: FormState, notices: list[str]) -> FormState:
+    if name == "model":
+        text = value.strip()
+        if not text or len(text) > _MODEL_MAX or any(c.isspace() or ord(c) < 32 for c in text):
+            raise ValueError("expected a Hub model id or Hub URL")
+        return replace(state, model=text)
+    if name == "revision":
+        text = value.strip() or "main"
+        if not _REVISION.match(text) or ".." in text:
+            raise ValueError("expected a branch, tag or commit")
+        return replace(state, revision=text)
+    if name == "dtypes":
+        kept: list[str] = []
+        for part in value.replace(" ", ",").split(","):
+            if not part:
+                continue
+            try:
+                dtype = _choice(part, DTYPES)
+            except ValueError:
+                notices.append(f"Ignored dtype {part[:40]!r} in 'dtypes' (expected any of {', '.join(DTYPES)}).")
+                continue
+            if dtype not in kept:
+                kept.append(dtype)
+        if not kept:
+            raise ValueError("expected a comma-separated list of " + ", ".join(DTYPES))
+        return replace(state, dtypes=tuple(kept))
+    if name == "library":
+        return replace(state, library=_choice(value, LIBRARIES))
+    if name == "mode":
+        return replace(state, mode=_choice(value, MODES))
+    if name == "device":
+        return replace(state, device=_choice(value, DEVICES))
+    if name == "optimizer":
+        return replace(state, optimizer=_choice(value, OPTIMIZERS))
+    if name in ("batch", "new_tokens"):
+        changes: dict[str, Any] = {name: _int(value, name)}
+        return replace(state, **changes)
+    if name in ("seq", "image"):
+        changes = {name: _optional_int(value, name, "auto")}
+        return replace(state, **changes)
+    if name == "lora":
+        return replace(state, lora=_optional_int(value, name, "none"))
+    if name in ("pure16", "checkpointing"):
+        changes = {name: _flag(value)}
+        return replace(state, **changes)
+    if name == "gpu":
+        text = value.strip()
+        if text.lower() in ("", "none"):
+            return replace(state, gpu=None)
+        for gpu in GPU_NAMES:
+            if text.lower() == gpu.lower():
+                return replace(state, gpu=gpu)
+        raise ValueError("expected one of " + ", ".join(GPU_NAMES))
+    raise AssertionError(name)
+
+
+def from_query(params: Mapping[str, str] | list[tuple[str, str]]) -> Parsed:
+    """Parse a page URL's query parameters into a :class:`FormState`; never raises.
+
+    Each unknown, repeated or malformed parameter is ignored (the default stays) with a notice a
+    person can act on. Parameters Gradio or the Spaces embed add (``__theme``, ``view``) are
+    ignored silently.
+    """
+    items = list(params.items()) if isinstance(params, Mapping) else list(params)
+    state = FormState()
+    notices: list[str] = []
+    seen: set[str] = set()
+    given = False
+    for raw_name, raw_value in items:
+        name = str(raw_name)
+        value = str(raw_value)
+        if _FOREIGN.match(name):
+            continue
+        shown = name[:40]
+        if name not in PARAMS:
+            notices.append(f"Ignored unknown parameter {shown!r}.")
+            continue
+        if name in seen:
+            notices.append(f"Ignored a repeated {shown!r}; the first one counts.")
+            continue
+        seen.add(name)
+        given = True
+        try:
+            state = _parse_one(name, value, state, notices)
+        except ValueError as exc:
+            notices.append(f"Ignored {shown}={value[:40]!r}: {exc}.")
+    return Parsed(state=state, notices=notices, given=given)
+
+
+def to_query(state: FormState) -> str:
+    """The query string that reproduces ``state``, every contract parameter spelled out, in contract order."""
+    values = {
+        "model": state.model,
+        "revision": state.revision or "main",
+        "library": state.library,
+        "dtypes": ",".join(state.dtypes),
+        "mode": state.mode,
+        "batch": str(state.batch),
+        "seq": "auto" if state.seq is None else str(state.seq),
+        "image": "auto" if state.image is None else str(state.image),
+        "new_tokens": str(state.new_tokens),
+        "device": state.device,
+        "optimizer": state.optimizer,
+        "pure16": "1" if state.pure16 else "0",
+        "checkpointing": "1" if state.checkpointing else "0",
+        "lora": "none" if state.lora is None else str(state.lora),
+        "gpu": "none" if state.gpu is None else state.gpu,
+    }
+    return urlencode([(name, values[name]) for name in PARAMS], safe="/,:")
+
+
+def share_link(base: str, state: FormState) -> str:
+    """``base`` (the page URL without a query) with the query that reproduces ``state``."""
+    return base.split("?", 1)[0].split("#", 1)[0] + "?" + to_query(state)
+
+
+def from_form(
+    model: str,
+    revision: str,
+    library: str,
+    dtypes: list[str] | tuple[str, ...],
+    mode: str,
+    batch: Any,
+    seq: Any,
+    image: Any,
+    new_tokens: Any,
+    device: str,
+    optimizer: str,
+    pure16: bool,
+    checkpointing: bool,
+    lora: Any,
+    gpu: str,
+) -> FormState:
+    """The state the form's widgets hold (numbers arrive as float or None from Gradio; 0 means auto/none).
+
+    Raises ``ValueError`` with a user-facing message for values the widgets should not allow.
+    """
+
+    labels = {"batch": "Batch size", "seq": "Sequence length", "image": "Image size", "lora": "LoRA rank", "new_tokens": "New tokens"}
+
+    def whole(value: Any, name: str, zero_is_none: bool = False) -> int | None:
+        if value is None or value == "":
+            return None if zero_is_none else LIMITS[name][0]
+        try:
+            number = float(value)
+            if number != int(number):
+                raise ValueError
+            if zero_is_none and int(number) == 0:
+                return None
+            return _int(str(int(number)), name)
+        except (ValueError, OverflowError):
+            lo, hi = LIMITS[name]
+            lo = 0 if zero_is_none else lo
+            raise ValueError(f"{labels[name]} must be a whole number from {lo} to {hi:,}; got {value}.") from None
+
+    model = (model or "").strip()
+    if not model:
+        raise ValueError("Type a model id (for example openai-community/gpt2) or a Hub URL, or click an example.")
+    chosen = tuple(dict.fromkeys(d for d in (dtypes or ()) if d in DTYPES))  # rows in the order given, as the CLI
+    if not chosen:
+        raise ValueError("Tick at least one dtype.")
+    return FormState(
+        model=model,
+        revision=(revision or "").strip() or "main",
+        library=_choice(library or "auto", LIBRARIES),
+        dtypes=chosen,
+        mode=_choice(mode or "load", MODES),
+        batch=whole(batch, "batch") or 1,
+        seq=whole(seq, "seq", zero_is_none=True),
+        image=whole(image, "image", zero_is_none=True),
+        new_tokens=whole(new_tokens, "new_tokens") or 0,
+        device=_choice(device or "cuda", DEVICES),
+        optimizer=_choice(optimizer or "adamw", OPTIMIZERS),
+        pure16=bool(pure16),
+        checkpointing=bool(checkpointing),
+        lora=whole(lora, "lora", zero_is_none=True),
+        gpu=None if not gpu or gpu == "none" else gpu,
+    )

@@ -1,0 +1,163 @@
+"""The page in real headless Chromium against the app and the Hub stand-in on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from estimator.units import format_bytes
+from tests.browser.conftest import cli_json
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.browser
+MODEL = "openai-community/gpt2"
+
+
+def grid_rows(page: Any, elem_id: str) -> list[list[str]]:
+    """The rows of a Gradio DataFrame (a ``[role=grid]``), header first, as cell texts."""
+    grid = page.locator(f"#{elem_id} [role=grid]").first
+    rows = []
+    for row in grid.locator("[role=row], tr").all():
+        cells = [c.inner_text().strip() for c in row.locator("[role=gridcell], [role=columnheader], td, th").all()]
+        if any(cells):
+            rows.append(cells)
+    return rows
+
+
+def wait_for_result(page: Any, model: str) -> None:
+    page.wait_for_function(
+        "(m) => { const s = document.querySelector('#summary'); return s && s.innerText.includes(m) && s.innerText.includes('source'); }",
+        arg=model,
+    )
+    page.wait_for_function(
+        "() => { const l = document.querySelector('#share-link textarea, #share-link input'); return l && l.value.includes('model='); }"
+    )
+    page.wait_for_function(
+        "() => { const g = document.querySelector('#results [role=grid]');"
+        " return g && g.innerText.includes('Total size') && g.innerText.includes('GiB'); }"
+    )
+    page.wait_for_function("() => { const g = document.querySelector('#fits [role=grid]'); return g && g.innerText.includes('H200'); }")
+
+
+def table_by_dtype(page: Any) -> dict[str, dict[str, str]]:
+    header, *body = grid_rows(page, "results")
+    return {cells[0]: dict(zip(header, cells, strict=True)) for cells in body}
+
+
+def open_app(page: Any, url: str) -> None:
+    """Open the page and wait until Gradio has mounted and run its load event."""
+    page.goto(url)
+    page.locator("#go").wait_for()
+    page.wait_for_timeout(1000)  # the load event (share-link parsing) runs right after mounting
+
+
+def model_box(page: Any) -> Any:
+    return page.locator("#model textarea, #model input").first
+
+
+def test_type_a_model_and_see_the_cli_s_bytes(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+    open_app(page, app_url)
+    model_box(page).fill(MODEL)
+    page.locator("#go").click()
+    wait_for_result(page, MODEL)
+    truth = cli_json(MODEL, app_env)
+    table = table_by_dtype(page)
+    assert list(table) == [row["dtype"] for row in truth["rows"]] == ["float32", "float16", "int8", "int4"]
+    for row in truth["rows"]:
+        shown = table[row["dtype"]]
+        assert shown["Total size"] == format_bytes(row["total_bytes"])
+        assert shown["Largest layer"] == format_bytes(row["largest_layer_bytes"])
+    # the exact bytes: the JSON download is the CLI's JSON
+    with page.expect_download() as download:
+        page.locator("#json").click()
+    data = json.loads(Path(download.value.path()).read_text())
+    assert [r["total_bytes"] for r in data["rows"]] == [r["total_bytes"] for r in truth["rows"]]
+    assert data["rows"][0]["total_bytes"] > 124_439_808 * 4  # GPT-2 small: 124M parameters in fp32
+    # the fits-on table answers for every GPU; the chart and the method note are there
+    fits = grid_rows(page, "fits")
+    assert [cells[0] for cells in fits[1:]] == ["T4", "L4", "A10G", "RTX 4090", "A100 40GB", "A100 80GB", "H100 80GB", "H200"]
+    assert all(cell.startswith("fits") for cells in fits[1:] for cell in cells[3:5])
+    assert "How this is computed" in page.locator("#method").inner_text()
+    assert page.locator("#chart canvas, #chart svg").count() > 0
+
+
+def test_share_link_fills_the_form_and_runs_with_no_click(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+    query = (
+        "model=google-bert/bert-base-cased&revision=main&library=auto&dtypes=bfloat16,float32&mode=load&batch=1&seq=auto"
+        "&image=auto&new_tokens=0&device=cuda&optimizer=adamw&pure16=0&checkpointing=0&lora=none&gpu=T4"
+    )
+    page.goto(app_url + "?" + query)
+    wait_for_result(page, "google-bert/bert-base-cased")
+    assert model_box(page).input_value() == "google-bert/bert-base-cased"
+    truth = cli_json("google-bert/bert-base-cased", app_env, "--dtypes", "bfloat16", "float32")
+    table = table_by_dtype(page)
+    assert list(table) == ["bfloat16", "float32"]
+    for row in truth["rows"]:
+        assert table[row["dtype"]]["Total size"] == format_bytes(row["total_bytes"])
+    assert grid_rows(page, "fits")[1][0] == "T4 (selected)"
+    assert not page.locator("#notices").is_visible()
+    # the link it shows reproduces the result: same parameters, commit pinned
+    link = page.locator("#share-link textarea, #share-link input").first.input_value()
+    shown = dict(parse_qsl(urlsplit(link).query))
+    asked = dict(parse_qsl(query))
+    assert {k: v for k, v in shown.items() if k != "revision"} == {k: v for k, v in asked.items() if k != "revision"}
+    assert len(shown["revision"]) == 40
+    assert page.url == link  # the address bar follows the result
+    assert page.locator("#share-link button").count() >= 1  # the copy control
+
+
+def test_malformed_link_shows_its_notice_and_still_answers(page: Any, app_url: str) -> None:
+    page.goto(app_url + f"?model={MODEL}&batch=-2&dtypes=float16,fp99&frobnicate=1")
+    wait_for_result(page, MODEL)
+    notice = page.locator("#notices").inner_text()
+    assert "batch='-2'" in notice and "'fp99'" in notice and "'frobnicate'" in notice
+    assert list(table_by_dtype(page)) == ["float16"]
+
+
+def test_missing_repo_shows_a_friendly_error(page: Any, app_url: str) -> None:
+    open_app(page, app_url)
+    model_box(page).fill("estimator-test/no-such-model")
+    page.locator("#go").click()
+    toast = page.locator(".toast-body").first
+    toast.wait_for()
+    text = toast.inner_text()
+    assert "No model 'estimator-test/no-such-model' on the Hub" in text
+    assert "Traceback" not in page.content()
+
+
+def test_inference_mode_says_it_is_not_available_yet(page: Any, app_url: str) -> None:
+    page.goto(app_url + f"?model={MODEL}&mode=inference&batch=2&seq=128&new_tokens=32")
+    toast = page.locator(".toast-body").first
+    toast.wait_for()
+    assert "not available yet" in toast.inner_text()
+    page.locator("#advanced").click()
+    assert page.locator("#advanced").inner_text().count("inference") >= 1
+
+
+def test_one_click_on_an_example_gives_an_answer(page: Any, app_url: str) -> None:
+    open_app(page, app_url)
+    page.get_by_role("button", name="google-bert/bert-base-cased").click()
+    wait_for_result(page, "google-bert/bert-base-cased")
+    assert "float32" in table_by_dtype(page)
+
+
+@pytest.mark.parametrize(("name", "width", "height"), [("desktop", 1280, 900), ("narrow", 390, 844)])
+def test_screenshots(browser: Any, app_url: str, name: str, width: int, height: int, tmp_path: Path) -> None:
+    """Desktop and phone-width screenshots; ``UPDATE_SCREENSHOTS=1`` writes them to docs/screenshots/."""
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    page.goto(app_url + "?model=meta-llama/Llama-3.1-8B&dtypes=float32,bfloat16,float16&gpu=L4")
+    wait_for_result(page, "meta-llama/Llama-3.1-8B")
+    page.wait_for_timeout(1500)  # the chart animates in
+    target = REPO_ROOT / "docs" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
+    target.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target / f"{name}.png"), full_page=True)
+    scroll_width = page.evaluate("() => document.documentElement.scrollWidth")
+    context.close()
+    assert scroll_width <= width + 1, "the page scrolls sideways"

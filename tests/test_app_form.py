@@ -1,0 +1,171 @@
+"""Share links: parsing with notices (never raising), building, and the form's values."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from estimator_app import form
+from estimator_app.form import FormState, from_form, from_query, share_link, to_query
+
+FULL = FormState(
+    model="meta-llama/Llama-3.1-8B",
+    revision="0e9e39f249a16976918f6564b8830bc894c89659",
+    library="transformers",
+    dtypes=("bfloat16", "int4"),
+    mode="training",
+    batch=4,
+    seq=2048,
+    image=None,
+    new_tokens=16,
+    device="cpu",
+    optimizer="sgd",
+    pure16=True,
+    checkpointing=True,
+    lora=8,
+    gpu="A100 80GB",
+)
+
+
+def test_link_spells_out_every_contract_parameter_in_order() -> None:
+    query = to_query(FormState(model="gpt2"))
+    names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
+    assert names == [
+        "model",
+        "revision",
+        "library",
+        "dtypes",
+        "mode",
+        "batch",
+        "seq",
+        "image",
+        "new_tokens",
+        "device",
+        "optimizer",
+        "pure16",
+        "checkpointing",
+        "lora",
+        "gpu",
+    ]
+    assert dict(parse_qsl(query))["dtypes"] == "float32,float16,int8,int4"
+    assert "seq=auto" in query and "lora=none" in query and "gpu=none" in query and "pure16=0" in query
+
+
+@pytest.mark.parametrize("state", [FULL, FormState(model="gpt2"), FormState(model="https://huggingface.co/org/name/tree/v1.0")])
+def test_round_trip(state: FormState) -> None:
+    parsed = from_query(parse_qsl(to_query(state), keep_blank_values=True))
+    assert parsed.notices == []
+    assert parsed.given
+    assert parsed.state == state
+
+
+def test_share_link_replaces_any_query_of_the_base() -> None:
+    link = share_link("https://example.hf.space/?old=1#x", FormState(model="gpt2"))
+    parts = urlsplit(link)
+    assert (parts.scheme, parts.netloc, parts.path) == ("https", "example.hf.space", "/")
+    assert dict(parse_qsl(parts.query))["model"] == "gpt2"
+    assert "old" not in parts.query
+
+
+def test_unknown_and_malformed_parameters_are_ignored_with_notices() -> None:
+    parsed = from_query(
+        [
+            ("model", "gpt2"),
+            ("batch", "-3"),
+            ("mode", "dance"),
+            ("dtypes", "float16,fp99,int4"),
+            ("pure16", "maybe"),
+            ("seq", "1e9"),
+            ("gpu", "Voodoo 2"),
+            ("colour", "red"),
+            ("model", "other"),
+            ("__theme", "dark"),
+            ("revision", "../../etc"),
+            ("lora", "x"),
+        ]
+    )
+    state = parsed.state
+    assert state.model == "gpt2"  # the first one counts
+    assert state.dtypes == ("float16", "int4")
+    assert (state.batch, state.mode, state.pure16, state.seq, state.gpu, state.revision, state.lora) == (
+        1,
+        "load",
+        False,
+        None,
+        None,
+        "main",
+        None,
+    )
+    text = "\n".join(parsed.notices)
+    for expected in (
+        "batch='-3'",
+        "mode='dance'",
+        "'fp99'",
+        "pure16='maybe'",
+        "seq='1e9'",
+        "gpu='Voodoo 2'",
+        "unknown parameter 'colour'",
+        "repeated 'model'",
+        "revision='../../etc'",
+        "lora='x'",
+    ):
+        assert expected in text
+    assert "__theme" not in text
+    assert len(parsed.notices) == 10
+
+
+def test_every_dtype_bad_keeps_the_default_and_says_so() -> None:
+    parsed = from_query({"dtypes": "nope"})
+    assert parsed.state.dtypes == FormState().dtypes
+    assert any("dtypes='nope'" in n for n in parsed.notices)
+
+
+def test_no_parameters_means_nothing_to_run() -> None:
+    parsed = from_query({})
+    assert not parsed.given and parsed.state == FormState() and parsed.notices == []
+
+
+def test_overlong_values_are_cut_in_notices() -> None:
+    parsed = from_query({"x" * 500: "y", "batch": "9" * 500})
+    assert all(len(n) < 200 for n in parsed.notices)
+
+
+def test_from_form_maps_widgets_and_zero_means_auto() -> None:
+    state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "none")
+    assert state == FormState(model="gpt2", dtypes=("int4", "float32"), mode="inference", batch=2, new_tokens=5)
+    assert state.estimate_kwargs()["revision"] is None
+    assert "trust_remote_code" not in state.estimate_kwargs()
+    assert "gpu" not in state.estimate_kwargs()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (("", "main", "auto", ["float32"]), "Type a model id"),
+        (("gpt2", "main", "auto", []), "Tick at least one dtype"),
+    ],
+)
+def test_from_form_refuses_with_a_friendly_message(values: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+
+
+def test_from_form_names_the_field_of_a_bad_number() -> None:
+    with pytest.raises(ValueError, match="Batch size"):
+        from_form("gpt2", "main", "auto", ["float32"], "load", 1.5, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+
+
+def test_estimate_kwargs_are_accepted_by_the_core() -> None:
+    from estimator.api import parse_options
+
+    kwargs = FormState(model="gpt2").estimate_kwargs()
+    kwargs.pop("revision")
+    parse_options(**kwargs)  # load mode: every option valid and supported
+
+
+def test_vocabularies_follow_the_core() -> None:
+    from estimator.options import DType, Mode
+
+    assert form.DTYPES == tuple(d.value for d in DType)
+    assert form.MODES == tuple(m.value for m in Mode)

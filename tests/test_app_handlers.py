@@ -1,0 +1,99 @@
+"""The page's handlers called directly (no browser, no server): share-link loading, errors, outputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+gr = pytest.importorskip("gradio")
+_environ = dict(os.environ)
+app = pytest.importorskip("app")
+os.environ.clear()  # importing app sets HF_HUB_* defaults; keep them out of other tests' subprocesses
+os.environ.update(_environ)
+
+GPT2 = Path("/work/shared/hub-fixtures/models/openai-community/gpt2")
+DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+
+
+class FakeRequest:
+    def __init__(self, query: dict[str, str]) -> None:
+        self.query_params = query
+
+
+def no_progress(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def test_app_never_sends_an_implicit_token() -> None:
+    """Even with HF_TOKEN set (a Space secret), huggingface_hub in the app sends no token unless passed one."""
+    code = "import app, huggingface_hub.constants as c, huggingface_hub.utils as u; print(c.HF_HUB_DISABLE_IMPLICIT_TOKEN, u.get_token_to_send(None))"
+    env = {**os.environ, "HF_TOKEN": "hf_server_secret"}
+    env.pop("HF_HUB_DISABLE_IMPLICIT_TOKEN", None)
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split()[-2:] == ["True", "None"]
+
+
+def test_load_link_fills_the_form_and_asks_to_run() -> None:
+    out = app.load_link(FakeRequest({"model": "gpt2", "dtypes": "int4,float16", "batch": "3", "gpu": "T4", "seq": "auto"}))
+    *fields, notice, autorun = out
+    assert fields == ["gpt2", "main", "auto", ["int4", "float16"], "load", 3, 0, 0, 0, "cuda", "adamw", False, False, 0, "T4"]
+    assert autorun is True
+    assert notice.visible is False
+
+
+def test_load_link_without_a_model_does_not_run_and_shows_notices() -> None:
+    out = app.load_link(FakeRequest({"batch": "x", "what": "1"}))
+    assert out[-1] is False
+    assert out[-2].visible is True and "batch='x'" in out[-2].value and "'what'" in out[-2].value
+
+
+def test_run_on_load_without_a_model_changes_nothing() -> None:
+    out = app.run_on_load(False, "", *DEFAULTS, "", progress=no_progress)
+    assert len(out) == app.N_OUTPUTS and all(o == gr.skip() for o in out)
+
+
+def test_empty_model_is_a_friendly_error() -> None:
+    with pytest.raises(gr.Error, match="Type a model id"):
+        app.run_form("  ", *DEFAULTS, "", progress=no_progress)
+
+
+def test_unsupported_mode_shows_the_core_s_message() -> None:
+    args = list(DEFAULTS)
+    args[3] = "training"
+    with pytest.raises(gr.Error, match="not available yet"):
+        app.run_form(str(GPT2), *args, "", progress=no_progress)
+
+
+def test_missing_folder_is_a_friendly_error_not_a_traceback() -> None:
+    with pytest.raises(gr.Error) as caught:
+        app.run_form("/nonexistent/folder/x", *DEFAULTS, "", progress=no_progress)
+    assert "Traceback" not in str(caught.value) and "Internal error" not in str(caught.value)
+
+
+@pytest.mark.skipif(not GPT2.exists(), reason="hub fixtures not available")
+def test_a_local_model_fills_every_output() -> None:
+    out = app.run_form(str(GPT2), *DEFAULTS, "", progress=no_progress)
+    area, summary, table, csv_path, json_path, query, chart_title, frame, fits, caption, note, last = out
+    assert area.visible is True
+    assert "gpt2" in summary and "source local" in summary
+    assert "Adam" in chart_title and "512 MiB" in caption and "How this is computed" in note
+    assert list(table["dtype"]) == ["float32", "float16"]
+    assert Path(csv_path).exists() and Path(json_path).exists()
+    assert "model=" in query and "dtypes=float32,float16" in query
+    assert set(frame["part"]) >= {"weights"}
+    assert len(fits) == 8
+    assert last.rows[0].total_bytes is not None
+    with pytest.raises(gr.Error, match="local folder"):
+        app.post_result(last, "", "hf_x")
+
+
+def test_nothing_to_post_before_a_result() -> None:
+    with pytest.raises(gr.Error, match="Estimate a model first"):
+        app.preview_post(None, "", "")
