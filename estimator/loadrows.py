@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from estimator import hub
@@ -136,7 +137,12 @@ def stored_rows(resolved: Resolved, options: Options, *, token: str | None, time
     notes: list[str] = []
     quant_method = (resolved.config.get("quantization_config") or {}).get("quant_method")
     if cross_check:
-        notes.extend(_cross_check(resolved, options, sum(t.numel for t in tensors)))
+        checked = _cross_check(resolved, options, sum(t.numel for t in tensors))
+        if checked.rows is not None and quant_method is None and not is_prequantized(tensors):
+            # The build is what from_pretrained leaves in memory: checkpoint tensors the model does not
+            # load (GPT-2's stored attn.bias masks) are not there, and non-persistent buffers are.
+            return tuple(replace(row, notes=(*row.notes, checked.note)) for row in checked.rows)
+        notes.append(checked.note)
     rows = []
     for dtype in options.dtypes:
         if dtype in _BNB_DTYPES:
@@ -208,14 +214,21 @@ def _prequantized_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DT
     )
 
 
-def _cross_check(resolved: Resolved, options: Options, stored_elements: int) -> list[str]:
-    """Compare the checkpoint's element count with the meta build's; a mismatch becomes a note."""
+@dataclass(frozen=True)
+class _CrossCheck:
+    note: str
+    rows: tuple[Row, ...] | None  # the exact rows, when the meta build worked
+
+
+def _cross_check(resolved: Resolved, options: Options, stored_elements: int) -> _CrossCheck:
+    """Build the model on meta and compare its persistent element count with the checkpoint's."""
     from estimator.errors import EstimatorError
 
     try:
         model = build(resolved, DType.BFLOAT16, trust_remote_code=options.trust_remote_code)
+        rows = built_rows(resolved, options)
     except EstimatorError as exc:
-        return [f"cross-check skipped: {exc}"]
+        return _CrossCheck(f"cross-check skipped: {exc}", None)
     params = {id(p): p.numel() for p in model.parameters()}
     persistent: dict[int, int] = {}
     for module in model.modules():
@@ -224,5 +237,9 @@ def _cross_check(resolved: Resolved, options: Options, stored_elements: int) -> 
                 persistent[id(buffer)] = buffer.numel()
     built = sum(params.values()) + sum(n for k, n in persistent.items() if k not in params)
     if built == stored_elements:
-        return [f"cross-checked: the meta build stores the same {built:,} elements"]
-    return [f"mismatch: the checkpoint stores {stored_elements:,} elements, the meta build of {type(model).__name__} has {built:,} ({stored_elements - built:+,})"]
+        return _CrossCheck(f"cross-checked: the checkpoint's safetensors headers hold the same {built:,} elements as the meta build", rows)
+    return _CrossCheck(
+        f"mismatch: the checkpoint stores {stored_elements:,} elements, the meta build of {type(model).__name__} has {built:,} "
+        f"({stored_elements - built:+,}); figures are the meta build's, what from_pretrained keeps in memory",
+        rows,
+    )

@@ -31,5 +31,3 @@ def format_bytes(n: int | None, *, precision: int = 2) -> str:
         unit += 1
     return f"{value:.{precision}f} {_UNITS[unit]}"
 
-
-GB = 1000**3  # vendors state GPU memory in decimal gigabytes

@@ -61,6 +61,8 @@ def results(hub_server: str) -> dict[str, dict[str, Any]]:
         "tiny-cross-check": {"model": "estimator-test/tiny-llama", "kwargs": {"dtypes": ["float32"], "cross_check": True}},
         "tiny-mismatch": {"model": "estimator-test/tiny-llama-mismatch", "kwargs": {"dtypes": ["float32"], "cross_check": True}},
         "timm": {"model": "timm/resnet50.a1_in1k", "kwargs": {"dtypes": ["float32"]}},
+        "gpt2-stored": {"model": "gpt2", "kwargs": {"dtypes": ["float32"]}},
+        "gpt2-cross-check": {"model": "gpt2", "kwargs": {"dtypes": ["float32"], "cross_check": True}},
         "gguf": {"model": "estimator-test/gguf-only"},
         "gated-anonymous": {"model": "estimator-test/gated-model"},
         "gated-unapproved": {"model": "estimator-test/gated-model", "kwargs": {"token": UNAPPROVED}},
@@ -131,8 +133,18 @@ def test_float8_rows_need_the_meta_build(results: dict[str, dict[str, Any]]) -> 
 
 def test_cross_check_reports_agreement_and_mismatch(results: dict[str, dict[str, Any]]) -> None:
     assert any("cross-checked" in note for note in ok(results, "tiny-cross-check")["rows"][0]["notes"])
+    assert ok(results, "tiny-cross-check")["rows"][0]["method"] == "exact"
     notes = ok(results, "tiny-mismatch")["rows"][0]["notes"]
     assert any(note.startswith("mismatch") and "-1,792" in note for note in notes)  # up_proj [100,64] vs [128,64] in one layer
+
+
+def test_cross_check_leaves_out_checkpoint_tensors_the_model_does_not_load(results: dict[str, dict[str, Any]]) -> None:
+    """GPT-2's checkpoint stores its causal-mask buffers (attn.bias); transformers 5 does not load them."""
+    stored, checked = ok(results, "gpt2-stored")["rows"][0], ok(results, "gpt2-cross-check")["rows"][0]
+    masks = 12 * 1024 * 1024 * 4  # 12 layers of a 1x1x1024x1024 float32 mask
+    assert stored["method"] == "stored" and stored["total_bytes"] == stored_bytes("openai-community/gpt2")
+    assert checked["method"] == "exact" and stored["total_bytes"] - checked["total_bytes"] == masks
+    assert any(note.startswith("mismatch") for note in checked["notes"])
 
 
 def test_timm_repo(results: dict[str, dict[str, Any]]) -> None:
