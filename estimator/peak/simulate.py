@@ -39,6 +39,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from estimator.peak.components import Component
 from estimator.peak.formula import formula_components
 from estimator.peak.inputs import ModelKind, Workload, workload_for
+from estimator.peak.layers import SAMPLE_LAYERS, extrapolate, layer_count
 from estimator.peak.materialize import materialize
 from estimator.peak.tracker import PeakSnapshot, StorageTracker, WorkspaceModel
 from estimator.peak.workspace import cpu_workspace
@@ -82,6 +83,7 @@ def simulate_peak(
     seq_len: int = 512,
     image_size: int | None = None,
     max_new_tokens: int = 0,
+    extrapolate_layers: bool = True,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -92,6 +94,9 @@ def simulate_peak(
     ``image_size`` (default: from the config / pretrained config) by vision models. Where the
     model's code cannot run on fake tensors the result falls back to
     :func:`~estimator.peak.formula.formula_components` with ``method="formula"`` and a note.
+    With ``extrapolate_layers`` (default), a decoder with many alike layers is simulated with 2,
+    3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.layers`);
+    otherwise the full model is simulated.
     """
     if mode not in ("inference", "training"):
         raise ValueError(f"mode must be 'inference' or 'training', not {mode!r}")
@@ -99,16 +104,21 @@ def simulate_peak(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
-    fake_mode = FakeTensorMode(static_shapes=True)
+    n_layers = layer_count(model) if extrapolate_layers else None
+    if n_layers is not None:
+        try:
+            found = extrapolate(model, n_layers, lambda m: _run(m, mode, device, batch_size, seq_len,
+                                                               image_size, max_new_tokens))
+        except Exception:  # the full simulation below reports the failure
+            logger.debug("layer extrapolation failed", exc_info=True)
+            found = None
+        if found is not None:
+            peak, comps, notes = found
+            note = f"{n_layers} alike layers: simulated with {SAMPLE_LAYERS} layers, extrapolated (exactly linear)"
+            return PeakResult(peak, comps, "simulated", (*notes, note))
     try:
-        workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
-        materialize(model, fake_mode)
-        with _target_device(model, device):
-            if mode == "training":
-                snap, notes = _simulate_training(model, workload, fake_mode, device)
-            else:
-                snap, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
-        return PeakResult(snap.peak_bytes, snap.components, "simulated", notes)
+        peak, comps, notes = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens)
+        return PeakResult(peak, comps, "simulated", notes)
     except Exception as exc:  # the model's code could not run on fake tensors
         logger.warning("simulation failed for %s: %s", type(model).__name__, exc, exc_info=True)
         comps = formula_components(model, mode)
@@ -118,6 +128,23 @@ def simulate_peak(
             + ", activations and temporaries not counted"
         )
         return PeakResult(sum(comps.values()), comps, "formula", (note,))
+
+
+def _run(
+    model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
+    image_size: int | None, max_new_tokens: int,
+) -> tuple[int, dict[str, int], tuple[str, ...]]:
+    """One full simulation: (peak bytes, components, notes); raises where the code fails."""
+    fake_mode = FakeTensorMode(static_shapes=True)
+    try:
+        workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+        materialize(model, fake_mode)
+        with _target_device(model, device):
+            if mode == "training":
+                snap, notes = _simulate_training(model, workload, fake_mode, device)
+            else:
+                snap, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
+        return snap.peak_bytes, snap.components, notes
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
         gc.collect()
