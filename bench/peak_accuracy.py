@@ -81,7 +81,7 @@ def torchinfo_total(case: PeakCase, model: torch.nn.Module) -> int | None:
             stats = torchinfo.summary(model, input_data=[inputs["pixel_values"]], verbose=0)
         else:
             stats = torchinfo.summary(model, input_data=inputs, verbose=0)
-    except Exception:  # torchinfo cannot trace every model
+    except Exception:  # noqa: BLE001 - torchinfo cannot trace every model; shown as n/a
         return None
     return int(stats.total_input + stats.total_output_bytes + stats.total_param_bytes)
 

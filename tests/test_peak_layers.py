@@ -37,7 +37,7 @@ def _build(repo: str, dtype: torch.dtype) -> torch.nn.Module:
 )
 def test_extrapolated_equals_full(repo: str, mode: str, device: str, dtype: torch.dtype,
                                   seq_len: int) -> None:
-    kw = dict(mode=mode, device=device, batch_size=1, seq_len=seq_len)
+    kw = {"mode": mode, "device": device, "batch_size": 1, "seq_len": seq_len}
     fast = simulate_peak(_build(repo, dtype), extrapolate_layers=True, **kw)  # type: ignore[arg-type]
     full = simulate_peak(_build(repo, dtype), extrapolate_layers=False, **kw)  # type: ignore[arg-type]
     assert any("extrapolated" in n for n in fast.notes)

@@ -75,7 +75,7 @@ class _FusedAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> Any:  # type: ignore[override]
-        q, k, v, out, lse = ctx.saved_tensors[:5]
+        q, k, v, _out, _lse = ctx.saved_tensors[:5]
         b, h, n, d = q.shape
         hk, s = k.shape[1], k.shape[2]
         dq = torch.empty(b, n, h, d, dtype=q.dtype).transpose(1, 2)

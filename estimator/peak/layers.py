@@ -64,7 +64,7 @@ def layer_count(model: nn.Module) -> int | None:
 
 def with_layers(model: nn.Module, k: int) -> nn.Module:
     """The same architecture with ``k`` layers, built on meta in the model's dtype."""
-    config = copy.deepcopy(model.config)  # type: ignore[attr-defined]
+    config: Any = copy.deepcopy(model.config)
     config.num_hidden_layers = k
     if getattr(config, "layer_types", None) is not None:
         config.layer_types = list(config.layer_types)[:k]
