@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-CONFIG = Path("/work/shared/hub-fixtures/models/meta-llama/Llama-3.1-8B/config.json")  # --config to change
+# A copy of the public config.json of meta-llama/Llama-3.1-8B (from ../shared/hub-fixtures).
+CONFIG = Path(__file__).resolve().parents[1] / "tests/fixtures/configs/meta-llama__Llama-3.1-8B/config.json"
 
 
 def build(config_path: Path) -> torch.nn.Module:

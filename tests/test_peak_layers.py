@@ -11,13 +11,12 @@ import torch
 from estimator.peak import simulate_peak
 from estimator.peak.layers import layer_count
 
-FIXTURES = Path("/work/shared/hub-fixtures/models")
-LOCAL_FIXTURES = Path(__file__).parent / "fixtures" / "configs"
+# Copies of public config.json files (from ../shared/hub-fixtures, see its README).
+FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 
 
 def _config_path(repo: str) -> Path:
-    local = LOCAL_FIXTURES / repo.replace("/", "__") / "config.json"
-    return local if local.exists() else FIXTURES / repo / "config.json"
+    return FIXTURES / repo.replace("/", "__") / "config.json"
 
 
 def _build(repo: str, dtype: torch.dtype) -> torch.nn.Module:
