@@ -4,13 +4,16 @@ A decoder-only transformer whose layers are all alike adds the same bytes per la
 component at the peak instant (weights, gradients, optimizer states, saved activations, the KV
 cache, the foreach optimizer's temporaries), as long as the peak stays at the same place of the
 step. So the model is rebuilt on meta with ``k = 2, 3, 4`` layers (``type(model)._from_config``
-on a copy of its config), each is simulated in full, and the result for ``N`` layers is
-``r(4) + (N - 4) * (r(4) - r(3))`` per component. It is used only when
+on a copy of its config), each is simulated in full, and the peak of every phase of the step
+(forward+backward and optimizer step; prefill and decode) is extrapolated on its own,
+``r(4) + (N - 4) * (r(4) - r(3))`` per component; the step's peak is the largest extrapolated
+phase. (Extrapolating only the overall peak would be wrong where the phase that peaks with few
+layers grows more slowly than another.) It is used only when
 
 - the config says the layers are alike (``layer_types`` absent or uniform, no known per-layer
   switches such as ``first_k_dense_replace`` or ``mlp_only_layers``), and
-- the three samples are exactly linear (``r(4) - r(3) == r(3) - r(2)`` for the peak and every
-  component, to the byte): anything that changes with the layer index or moves the peak shows up
+- in every phase the three samples are exactly linear (``r(4) - r(3) == r(3) - r(2)`` for the
+  peak and every component, to the byte): anything that changes with the layer index or moves the peak shows up
   as a non-zero second difference, and the caller then simulates the full model.
 
 ``tests/test_peak_layers.py`` checks extrapolated against full simulations within 0.5%.
@@ -25,6 +28,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from estimator.peak.tracker import PeakSnapshot
 
 __all__ = ["SAMPLE_LAYERS", "extrapolate", "layer_count", "with_layers"]
 
@@ -75,20 +80,32 @@ def with_layers(model: nn.Module, k: int) -> nn.Module:
 
 def extrapolate(
     model: nn.Module, n_layers: int, simulate: Callable[[nn.Module], Any]
-) -> tuple[int, dict[str, int], tuple[str, ...]] | None:
-    """Peak bytes, components and notes for ``n_layers``; ``None`` if the samples are not linear.
+) -> tuple[dict[str, PeakSnapshot], tuple[str, ...]] | None:
+    """Per-phase peaks for ``n_layers`` and notes; ``None`` if some phase is not linear.
 
-    ``simulate(model) -> (peak_bytes, components, notes)`` runs the full simulation of a model.
+    ``simulate(model) -> (phases, notes)`` runs the full simulation of a model, ``phases`` mapping
+    each phase of the step (forward+backward, optimizer step, prefill, decode) to its peak.
+    Each phase is extrapolated on its own, so a phase that is smaller with few layers but grows
+    faster (activations vs optimizer temporaries) still wins at ``n_layers``.
     """
     samples = [simulate(with_layers(model, k)) for k in SAMPLE_LAYERS]
-    (p2, c2, _), (p3, c3, _), (p4, c4, notes) = samples
-    keys = set(c2) | set(c3) | set(c4)
-    if p4 - p3 != p3 - p2 or any(
-        c4.get(k, 0) - c3.get(k, 0) != c3.get(k, 0) - c2.get(k, 0) for k in keys
-    ):
-        logger.info("layer samples not linear (%d, %d, %d): full simulation", p2, p3, p4)
+    notes = samples[-1][1]
+    names = set(samples[0][0])
+    if any(set(s[0]) != names for s in samples):
         return None
     steps = n_layers - SAMPLE_LAYERS[-1]
-    comps = {k: c4.get(k, 0) + steps * (c4.get(k, 0) - c3.get(k, 0)) for k in keys}
-    comps = {k: v for k, v in comps.items() if v}
-    return p4 + steps * (p4 - p3), comps, notes
+    result: dict[str, PeakSnapshot] = {}
+    for name in names:
+        s2, s3, s4 = (s[0][name] for s in samples)
+        keys = set(s2.components) | set(s3.components) | set(s4.components)
+        c2, c3, c4 = ({k: s.components.get(k, 0) for k in keys} for s in (s2, s3, s4))
+        if s4.peak_bytes - s3.peak_bytes != s3.peak_bytes - s2.peak_bytes or any(
+            c4[k] - c3[k] != c3[k] - c2[k] for k in keys
+        ):
+            logger.info("phase %s not linear in layers (%d, %d, %d): full simulation", name,
+                        s2.peak_bytes, s3.peak_bytes, s4.peak_bytes)
+            return None
+        comps = {k: c4[k] + steps * (c4[k] - c3[k]) for k in keys}
+        result[name] = PeakSnapshot(s4.peak_bytes + steps * (s4.peak_bytes - s3.peak_bytes),
+                                    {k: v for k, v in comps.items() if v})
+    return result, notes

@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]
 Method = Literal["simulated", "formula"]
+Phases = dict[str, PeakSnapshot]  # phase of the step -> its peak and breakdown
 
 
 @dataclass(frozen=True)
@@ -113,12 +114,11 @@ def simulate_peak(
             logger.debug("layer extrapolation failed", exc_info=True)
             found = None
         if found is not None:
-            peak, comps, notes = found
+            phases, notes = found
             note = f"{n_layers} alike layers: simulated with {SAMPLE_LAYERS} layers, extrapolated (exactly linear)"
-            return PeakResult(peak, comps, "simulated", (*notes, note))
+            return _result(phases, (*notes, note))
     try:
-        peak, comps, notes = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens)
-        return PeakResult(peak, comps, "simulated", notes)
+        return _result(*_run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens))
     except Exception as exc:  # the model's code could not run on fake tensors
         logger.warning("simulation failed for %s: %s", type(model).__name__, exc, exc_info=True)
         comps = formula_components(model, mode)
@@ -130,21 +130,25 @@ def simulate_peak(
         return PeakResult(sum(comps.values()), comps, "formula", (note,))
 
 
+def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:
+    name, snap = max(phases.items(), key=lambda item: item[1].peak_bytes)
+    return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, f"peak in phase: {name}"))
+
+
 def _run(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int,
-) -> tuple[int, dict[str, int], tuple[str, ...]]:
-    """One full simulation: (peak bytes, components, notes); raises where the code fails."""
+) -> tuple[Phases, tuple[str, ...]]:
+    """One full simulation: the peak of each phase of the step, and notes; raises where the
+    model's code fails. The step's peak is the largest phase peak."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
         materialize(model, fake_mode)
         with _target_device(model, device):
             if mode == "training":
-                snap, notes = _simulate_training(model, workload, fake_mode, device)
-            else:
-                snap, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
-        return snap.peak_bytes, snap.components, notes
+                return _simulate_training(model, workload, fake_mode, device)
+            return _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
         gc.collect()
@@ -181,7 +185,7 @@ def _register_inputs(tracker: StorageTracker, inputs: dict[str, torch.Tensor]) -
 
 def _simulate_training(
     model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, device: Device
-) -> tuple[PeakSnapshot, tuple[str, ...]]:
+) -> tuple[Phases, tuple[str, ...]]:
     model.train()
     params = [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
     tracker = StorageTracker(_workspace_model(device))
@@ -210,12 +214,14 @@ def _simulate_training(
         loss.backward()
         del loss
         tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
+        phases = {"forward_backward": tracker.snapshot()}
+        tracker.reset_peak()
         optimizer.step()
         tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        phases["optimizer_step"] = tracker.snapshot()
         optimizer.zero_grad(set_to_none=True)
-        snap = tracker.snapshot()
         del inputs
-    return snap, tuple(notes)
+    return phases, tuple(notes)
 
 
 def _state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
@@ -245,7 +251,7 @@ def _tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:
 def _simulate_inference(
     model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, max_new_tokens: int,
     device: Device,
-) -> tuple[PeakSnapshot, tuple[str, ...]]:
+) -> tuple[Phases, tuple[str, ...]]:
     model.eval()
     tracker = StorageTracker(_workspace_model(device))
     notes: list[str] = []
@@ -259,7 +265,7 @@ def _simulate_inference(
             out = workload.infer(model, inputs)
             cache = getattr(out, "past_key_values", None)
             tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
-            snap = tracker.snapshot()
+            phases = {"prefill": tracker.snapshot()}
         if generative:
             notes.append(f"inference: generate's prefill ({workload.description}), KV cache on")
         else:
@@ -268,11 +274,10 @@ def _simulate_inference(
             del out, cache
             decode = _last_decode_step(model, inputs, tracker, max_new_tokens)
             notes.append(f"last decode step at context {inputs['input_ids'].shape[1] + max_new_tokens}")
-            if decode.peak_bytes > snap.peak_bytes:
-                snap = decode
+            phases["decode"] = decode
         elif max_new_tokens > 0 and workload.kind is ModelKind.SEQ2SEQ_LM:
             notes.append("max_new_tokens: decoder cache growth of encoder-decoder models not simulated")
-    return snap, tuple(notes)
+    return phases, tuple(notes)
 
 
 def _last_decode_step(
