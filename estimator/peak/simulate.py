@@ -265,7 +265,7 @@ def _simulate_inference(
             out = workload.infer(model, inputs)
             cache = getattr(out, "past_key_values", None)
             tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
-            phases = {"prefill": tracker.snapshot()}
+            phases = {"prefill" if generative else "forward": tracker.snapshot()}
         if generative:
             notes.append(f"inference: generate's prefill ({workload.description}), KV cache on")
         else:
