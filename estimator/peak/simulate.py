@@ -147,8 +147,10 @@ def _run(
         materialize(model, fake_mode)
         with _target_device(model, device):
             if mode == "training":
-                return _simulate_training(model, workload, fake_mode, device)
-            return _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
+                phases, notes = _simulate_training(model, workload, fake_mode, device)
+            else:
+                phases, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
+        return phases, notes + _uncounted(model, mode, device)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
         gc.collect()
@@ -163,6 +165,17 @@ def _target_device(model: nn.Module, device: Device) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def _uncounted(model: nn.Module, mode: Mode, device: Device) -> tuple[str, ...]:
+    """Notes on memory the simulation does not count (see docs/peak.md)."""
+    notes = []
+    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    if device == "cuda":
+        notes.append("not in peak_bytes: allocator rounding, CUDA context, cuBLAS/cuDNN workspaces")
+    elif has_conv and mode == "training":
+        notes.append("not counted: oneDNN workspaces inside CPU convolution backward")
+    return tuple(notes)
 
 
 def _workspace_model(device: Device) -> WorkspaceModel | None:
