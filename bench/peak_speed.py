@@ -1,6 +1,6 @@
 """Benchmark: build + simulated training step of Llama-3.1-8B (fp32) at batch 1 x 4096 tokens.
 
-Run from the repository root: ``python -m bench.peak_speed [--device cuda|cpu] [--repeat N]``.
+Run from the repository root: ``python -m bench.peak_speed [--device cuda|cpu] [--repeat N] [--no-extrapolate]``.
 The first round warms the process up (imports, PyTorch's meta kernels, FakeTensorMode caches);
 the figure that matters is a warm round: the model built on meta from its config, then
 ``simulate_peak`` (two training steps, peak of the second).
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-CONFIG = Path("/work/shared/hub-fixtures/models/meta-llama/Llama-3.1-8B/config.json")  # --config to change
+# A copy of the public config.json of meta-llama/Llama-3.1-8B (from ../shared/hub-fixtures).
+CONFIG = Path(__file__).resolve().parents[1] / "tests/fixtures/configs/meta-llama__Llama-3.1-8B/config.json"
 
 
 def build(config_path: Path) -> torch.nn.Module:
@@ -35,12 +36,14 @@ def main() -> None:
     ap.add_argument("--mode", default="training", choices=["training", "inference"])
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-extrapolate", action="store_true", help="simulate all layers")
     args = ap.parse_args()
     for i in range(args.repeat):
         t0 = time.perf_counter()
         model = build(args.config)
         t1 = time.perf_counter()
-        r = simulate_peak(model, mode=args.mode, device=args.device, batch_size=1, seq_len=args.seq_len)
+        r = simulate_peak(model, mode=args.mode, device=args.device, batch_size=1, seq_len=args.seq_len,
+                          extrapolate_layers=not args.no_extrapolate)
         t2 = time.perf_counter()
         del model
         gib = {k: round(v / 2**30, 2) for k, v in r.components.items()}

@@ -34,8 +34,8 @@ class PeakCase:
             return self.build()
 
 
-_SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-              vocab_size=1000, max_position_embeddings=256)
+_SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "vocab_size": 1000, "max_position_embeddings": 256}
 
 
 def _hf(cls_name: str, config_name: str, **kw: Any) -> Callable[[], nn.Module]:

@@ -52,7 +52,7 @@ def _run(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
     kind, case, mode = job
     try:
         value: Any = _truth(case, mode) if kind == "truth" else _simulate(case, mode)
-    except Exception as exc:  # reported by the test that needs it
+    except Exception as exc:  # noqa: BLE001 - reported by the test that needs it
         value = exc.__class__.__name__ + ": " + str(exc)
     return job, value
 

@@ -21,7 +21,6 @@ import json
 import os
 import sys
 import tempfile
-
 from typing import Any
 
 import torch

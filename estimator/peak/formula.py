@@ -9,7 +9,7 @@ from torch import nn
 
 from estimator.peak.components import Component
 
-__all__ = ["parameter_bytes", "formula_components"]
+__all__ = ["formula_components", "parameter_bytes"]
 
 
 def parameter_bytes(model: nn.Module) -> int:

@@ -100,12 +100,12 @@ def _image_shape(model: nn.Module, image_size: int | None) -> tuple[int, int, in
     config = getattr(model, "config", None)
     if config is not None:
         channels = int(getattr(config, "num_channels", 3))
-        size = image_size or getattr(config, "image_size", 224)
+        size: Any = image_size or getattr(config, "image_size", 224)
         if isinstance(size, (list, tuple)):
             size = size[-1]
         return channels, int(size), int(size)
     cfg = getattr(model, "pretrained_cfg", None) or {}
-    c, h, w = cfg.get("input_size", (3, 224, 224))
+    c, h, w = cfg.get("input_size", (3, 224, 224))  # timm's pretrained input size
     if image_size is not None:
         h = w = image_size
     return int(c), int(h), int(w)
@@ -135,7 +135,7 @@ def _prefill_kwargs(model: nn.Module) -> dict[str, Any]:
     computing the whole logit matrix")."""
     from transformers import DynamicCache, EncoderDecoderCache
 
-    config = model.config  # type: ignore[attr-defined]
+    config: Any = model.config
     kwargs: dict[str, Any] = {"use_cache": True}
     if config.is_encoder_decoder:
         kwargs["past_key_values"] = EncoderDecoderCache(DynamicCache(), DynamicCache())
@@ -187,7 +187,7 @@ def workload_for(
 
         return Workload(kind, make_images, hf_img_loss, hf_img_infer, f"pixel_values {b}x{shape}")
 
-    config = model.config  # type: ignore[attr-defined]
+    config: Any = model.config
     vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
     classes = _num_labels(model)
 

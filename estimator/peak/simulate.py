@@ -39,6 +39,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from estimator.peak.components import Component
 from estimator.peak.formula import formula_components
 from estimator.peak.inputs import ModelKind, Workload, workload_for
+from estimator.peak.layers import SAMPLE_LAYERS, extrapolate, layer_count
 from estimator.peak.materialize import materialize
 from estimator.peak.tracker import PeakSnapshot, StorageTracker, WorkspaceModel
 from estimator.peak.workspace import cpu_workspace
@@ -50,6 +51,7 @@ logger = logging.getLogger(__name__)
 Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]
 Method = Literal["simulated", "formula"]
+Phases = dict[str, PeakSnapshot]  # phase of the step -> its peak and breakdown
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ def simulate_peak(
     seq_len: int = 512,
     image_size: int | None = None,
     max_new_tokens: int = 0,
+    extrapolate_layers: bool = True,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -92,6 +95,9 @@ def simulate_peak(
     ``image_size`` (default: from the config / pretrained config) by vision models. Where the
     model's code cannot run on fake tensors the result falls back to
     :func:`~estimator.peak.formula.formula_components` with ``method="formula"`` and a note.
+    With ``extrapolate_layers`` (default), a decoder with many alike layers is simulated with 2,
+    3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.layers`);
+    otherwise the full model is simulated.
     """
     if mode not in ("inference", "training"):
         raise ValueError(f"mode must be 'inference' or 'training', not {mode!r}")
@@ -99,16 +105,20 @@ def simulate_peak(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
-    fake_mode = FakeTensorMode(static_shapes=True)
+    n_layers = layer_count(model) if extrapolate_layers else None
+    if n_layers is not None:
+        try:
+            found = extrapolate(model, n_layers, lambda m: _run(m, mode, device, batch_size, seq_len,
+                                                               image_size, max_new_tokens))
+        except Exception:  # the full simulation below reports the failure
+            logger.debug("layer extrapolation failed", exc_info=True)
+            found = None
+        if found is not None:
+            phases, notes = found
+            note = f"{n_layers} alike layers: simulated with {SAMPLE_LAYERS} layers, extrapolated (exactly linear)"
+            return _result(phases, (*notes, note))
     try:
-        workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
-        materialize(model, fake_mode)
-        with _target_device(model, device):
-            if mode == "training":
-                snap, notes = _simulate_training(model, workload, fake_mode, device)
-            else:
-                snap, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
-        return PeakResult(snap.peak_bytes, snap.components, "simulated", notes)
+        return _result(*_run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens))
     except Exception as exc:  # the model's code could not run on fake tensors
         logger.warning("simulation failed for %s: %s", type(model).__name__, exc, exc_info=True)
         comps = formula_components(model, mode)
@@ -118,6 +128,29 @@ def simulate_peak(
             + ", activations and temporaries not counted"
         )
         return PeakResult(sum(comps.values()), comps, "formula", (note,))
+
+
+def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:
+    name, snap = max(phases.items(), key=lambda item: item[1].peak_bytes)
+    return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, f"peak in phase: {name}"))
+
+
+def _run(
+    model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
+    image_size: int | None, max_new_tokens: int,
+) -> tuple[Phases, tuple[str, ...]]:
+    """One full simulation: the peak of each phase of the step, and notes; raises where the
+    model's code fails. The step's peak is the largest phase peak."""
+    fake_mode = FakeTensorMode(static_shapes=True)
+    try:
+        workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+        materialize(model, fake_mode)
+        with _target_device(model, device):
+            if mode == "training":
+                phases, notes = _simulate_training(model, workload, fake_mode, device)
+            else:
+                phases, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
+        return phases, notes + _uncounted(model, mode, device)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
         gc.collect()
@@ -132,6 +165,17 @@ def _target_device(model: nn.Module, device: Device) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def _uncounted(model: nn.Module, mode: Mode, device: Device) -> tuple[str, ...]:
+    """Notes on memory the simulation does not count (see docs/peak.md)."""
+    notes = []
+    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    if device == "cuda":
+        notes.append("not in peak_bytes: allocator rounding, CUDA context, cuBLAS/cuDNN workspaces")
+    elif has_conv and mode == "training":
+        notes.append("not counted: oneDNN workspaces inside CPU convolution backward")
+    return tuple(notes)
 
 
 def _workspace_model(device: Device) -> WorkspaceModel | None:
@@ -154,7 +198,7 @@ def _register_inputs(tracker: StorageTracker, inputs: dict[str, torch.Tensor]) -
 
 def _simulate_training(
     model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, device: Device
-) -> tuple[PeakSnapshot, tuple[str, ...]]:
+) -> tuple[Phases, tuple[str, ...]]:
     model.train()
     params = [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
     tracker = StorageTracker(_workspace_model(device))
@@ -183,12 +227,14 @@ def _simulate_training(
         loss.backward()
         del loss
         tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
+        phases = {"forward_backward": tracker.snapshot()}
+        tracker.reset_peak()
         optimizer.step()
         tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        phases["optimizer_step"] = tracker.snapshot()
         optimizer.zero_grad(set_to_none=True)
-        snap = tracker.snapshot()
         del inputs
-    return snap, tuple(notes)
+    return phases, tuple(notes)
 
 
 def _state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
@@ -218,7 +264,7 @@ def _tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:
 def _simulate_inference(
     model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, max_new_tokens: int,
     device: Device,
-) -> tuple[PeakSnapshot, tuple[str, ...]]:
+) -> tuple[Phases, tuple[str, ...]]:
     model.eval()
     tracker = StorageTracker(_workspace_model(device))
     notes: list[str] = []
@@ -232,7 +278,7 @@ def _simulate_inference(
             out = workload.infer(model, inputs)
             cache = getattr(out, "past_key_values", None)
             tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
-            snap = tracker.snapshot()
+            phases = {"prefill" if generative else "forward": tracker.snapshot()}
         if generative:
             notes.append(f"inference: generate's prefill ({workload.description}), KV cache on")
         else:
@@ -241,11 +287,10 @@ def _simulate_inference(
             del out, cache
             decode = _last_decode_step(model, inputs, tracker, max_new_tokens)
             notes.append(f"last decode step at context {inputs['input_ids'].shape[1] + max_new_tokens}")
-            if decode.peak_bytes > snap.peak_bytes:
-                snap = decode
+            phases["decode"] = decode
         elif max_new_tokens > 0 and workload.kind is ModelKind.SEQ2SEQ_LM:
             notes.append("max_new_tokens: decoder cache growth of encoder-decoder models not simulated")
-    return snap, tuple(notes)
+    return phases, tuple(notes)
 
 
 def _last_decode_step(

@@ -25,6 +25,7 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -115,12 +116,15 @@ class StorageTracker(TorchDispatchMode):
         rec = StorageRecord(nbytes, self._clock, component)
         self._records[key] = rec
         self._all.append(rec)
-        self._refs[key] = weakref.ref(st, lambda _r, k=key: self._free(k))
+        self._refs[key] = weakref.ref(st, partial(self._on_collect, key))
         self.live_bytes += nbytes
         if self.live_bytes > self.peak_bytes:
             self.peak_bytes = self.live_bytes
             self._peak_clock = self._clock
         return rec
+
+    def _on_collect(self, key: int, _ref: object) -> None:
+        self._free(key)
 
     def _free(self, key: int) -> None:
         rec = self._records.pop(key, None)
