@@ -51,7 +51,9 @@ class Options:
             "trust_remote_code": self.trust_remote_code,
         }
         if self.mode is not Mode.LOAD:
-            shaped.update(batch_size=self.batch_size, seq_len=self.seq_len, image_size=self.image_size, device=self.device.value)
+            from estimator.peakrows import DEFAULT_SEQ_LEN
+
+            shaped.update(batch_size=self.batch_size, seq_len=self.seq_len or DEFAULT_SEQ_LEN, image_size=self.image_size, device=self.device.value)
         if self.mode is Mode.INFERENCE:
             shaped["max_new_tokens"] = self.max_new_tokens
         if self.mode is Mode.TRAINING:
@@ -86,14 +88,16 @@ def parse_options(
         trust_remote_code=bool(trust_remote_code),
     )
     unsupported = []
-    if options.mode is not Mode.LOAD:
-        unsupported.append(f"--mode {options.mode.value}")
     if options.lora_rank is not None:
         unsupported.append("--lora-rank")
     if options.gpu is not None:
         unsupported.append("--gpu")
     if unsupported:
-        raise UnsupportedError(f"{', '.join(unsupported)} is not available yet; this version estimates the memory to load a model (--mode load).")
+        raise UnsupportedError(f"{', '.join(unsupported)} is not available yet.")
+    if options.mode is Mode.TRAINING:
+        from estimator.peakrows import check_supported
+
+        check_supported(options)
     return options
 
 
@@ -180,6 +184,10 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
         from estimator import loadrows
 
         rows = loadrows.stored_rows(resolved, options, token=token, timeout=timeout, cross_check=cross_check)
+    if rows is None and options.mode is not Mode.LOAD:
+        from estimator.peakrows import peak_rows
+
+        rows = peak_rows(resolved, options)
     if rows is None:
         from estimator import loadrows
 

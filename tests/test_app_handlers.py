@@ -64,10 +64,11 @@ def test_empty_model_is_a_friendly_error() -> None:
         app.run_form("  ", *DEFAULTS, "", progress=no_progress)
 
 
-def test_unsupported_mode_shows_the_core_s_message() -> None:
+def test_unsupported_option_shows_the_core_s_message() -> None:
     args = list(DEFAULTS)
     args[3] = "training"
-    with pytest.raises(gr.Error, match="not available yet"):
+    args[9] = "sgd"
+    with pytest.raises(gr.Error, match="not simulated yet"):
         app.run_form(str(GPT2), *args, "", progress=no_progress)
 
 

@@ -132,7 +132,11 @@ def simulate_peak(
 
 def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:
     name, snap = max(phases.items(), key=lambda item: item[1].peak_bytes)
-    return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, f"peak in phase: {name}"))
+    extra = []
+    if "decode" in phases and name != "decode":
+        kv = phases["decode"].components.get(Component.KV_CACHE.value, 0)
+        extra.append(f"KV cache for the whole context, at the last decode step: {kv:,} bytes ({phases['decode'].peak_bytes:,} bytes live then)")
+    return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, *extra, f"peak in phase: {name}"))
 
 
 def _run(

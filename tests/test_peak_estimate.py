@@ -1,0 +1,55 @@
+"""The whole path a user takes: `estimate-memory FOLDER --mode training|inference --device cpu`.
+
+The peak in the CLI's JSON is compared with the CPU allocator's measured peak of the same work
+(tests/peak_truth.py: torch.profiler, fresh process, model built inside the profiled region), for a
+GQA Llama, a BERT MLM and a timm ResNet, each given to the CLI as a config folder as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256}
+CASES = {
+    # peak_cases name: (config.json the CLI reads, CLI options matching the case's workload)
+    "llama_gqa": ({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, **SMALL}, ["--batch-size", "2", "--seq-len", "64"]),
+    "bert_mlm": ({"model_type": "bert", "architectures": ["BertForMaskedLM"], **SMALL}, ["--batch-size", "2", "--seq-len", "64"]),
+    "timm_resnet18": ({"architecture": "resnet18", "num_classes": 10, "pretrained_cfg": {"input_size": [3, 224, 224]}}, ["--batch-size", "4", "--image-size", "64"]),
+}
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+
+
+@pytest.mark.parametrize("mode", ["training", "inference"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cli_peak_within_2_percent_of_the_allocator(case: str, mode: str, tmp_path: Path) -> None:
+    config, options = CASES[case]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    ours = run("-m", "estimator", str(tmp_path), "--mode", mode, "--device", "cpu", "--dtypes", "float32", "--format", "json", *options)
+    assert ours.returncode == 0, ours.stderr
+    row = json.loads(ours.stdout)["rows"][0]
+    truth = run("-m", "tests.peak_truth", case, mode)
+    assert truth.returncode == 0, truth.stderr
+    measured = json.loads(truth.stdout.strip().splitlines()[-1])["peak_bytes"]
+    assert row["method"] == "simulated" and sum(row["components"].values()) == row["peak_bytes"]
+    assert abs(row["peak_bytes"] - measured) / measured < 0.02, (row["peak_bytes"], measured)
+
+
+def test_unsimulated_rows_say_why(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(CASES["llama_gqa"][0]))
+    result = run("-m", "estimator", str(tmp_path), "--mode", "training", "--dtypes", "bfloat16", "int4", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    bf16, int4 = json.loads(result.stdout)["rows"]
+    assert bf16["peak_bytes"] is None and any("mixed-precision" in n for n in bf16["notes"])
+    assert int4["peak_bytes"] is None and any("not simulated" in n for n in int4["notes"])
+    refused = run("-m", "estimator", str(tmp_path), "--mode", "training", "--optimizer", "sgd")
+    assert refused.returncode == 2 and "not simulated yet" in refused.stderr
