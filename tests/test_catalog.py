@@ -27,7 +27,7 @@ from estimator.errors import HubError, HubTimeoutError, ModelNotFoundError
 from estimator.options import Library
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent.parent / "shared" / "hub-fixtures"  # the worktree layout: <root>/wt/<name>
+FIXTURES = ROOT / "tests" / "hub_data"  # the project's copies of ../shared/hub-fixtures (models/, models_unverified/)
 LLAMA_31_8B_PARAMETERS = 8_030_261_248  # published: the Hub's safetensors metadata of meta-llama/Llama-3.1-8B (BF16)
 LLAMA_31_8B_REVISION = "d04e592bb4f6aa9cfee91e2e20afa771667e1d4b"
 
@@ -119,7 +119,6 @@ def test_index_lists_every_bundled_file() -> None:
         assert isinstance(read_catalog_json(entry, entry.files[0]), (dict, list))
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="the shared hub-fixtures are not next to this checkout")
 def test_exact_entries_are_byte_copies_of_the_fixtures() -> None:
     for repo in catalog_ids():
         entry = catalog_entry(repo)
