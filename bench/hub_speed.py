@@ -61,24 +61,27 @@ def main() -> None:
         f"Against the Hub stand-in on loopback; median of {args.runs} whole-process runs each, fresh HF_HOME per run; "
         f"{os.cpu_count()} CPUs. Command: `.venv/bin/python bench/hub_speed.py --runs {args.runs}`.",
         "",
-        "| model | accelerate estimate-memory | estimate-memory | ratio | our method |",
-        "|---|---:|---:|---:|---|",
+        "| model | dtypes (both tools) | accelerate estimate-memory | estimate-memory | ratio | our methods |",
+        "|---|---|---:|---:|---:|---|",
     ]
     try:
-        for model in MODELS:
-            ours, theirs, method = [], [], "?"
-            for _ in range(args.runs):
-                env = hub_env(url, home=tempfile.mkdtemp(prefix="bench_hf_"))
-                seconds, status, _ = timed([str(BIN / "accelerate"), "estimate-memory", model], env)
-                theirs.append(seconds if status == 0 else float("nan"))
-                env = hub_env(url, home=tempfile.mkdtemp(prefix="bench_hf_"))
-                seconds, status, stdout = timed([sys.executable, "-m", "estimator", model, "--format", "json"], env)
-                ours.append(seconds if status == 0 else float("nan"))
-                if status == 0:
-                    method = json.loads(stdout)["rows"][0]["method"]
-            a, o = statistics.median(theirs), statistics.median(ours)
-            lines.append(f"| {model} | {a:.2f} s | {o:.2f} s | {a / o:.1f}x | {method} |")
-            print(lines[-1], flush=True)
+        for dtypes in (["float32", "float16"], None):
+            for model in MODELS:
+                ours, theirs, methods = [], [], "?"
+                flags = ["--dtypes", *dtypes] if dtypes else []
+                for _ in range(args.runs):
+                    env = hub_env(url, home=tempfile.mkdtemp(prefix="bench_hf_"))
+                    seconds, status, _ = timed([str(BIN / "accelerate"), "estimate-memory", model, *flags], env)
+                    theirs.append(seconds if status == 0 else float("nan"))
+                    env = hub_env(url, home=tempfile.mkdtemp(prefix="bench_hf_"))
+                    seconds, status, stdout = timed([sys.executable, "-m", "estimator", model, "--format", "json", *flags], env)
+                    ours.append(seconds if status == 0 else float("nan"))
+                    if status == 0:
+                        methods = ", ".join(dict.fromkeys(row["method"] for row in json.loads(stdout)["rows"]))
+                a, o = statistics.median(theirs), statistics.median(ours)
+                label = " ".join(dtypes) if dtypes else "default (float32 float16 int8 int4)"
+                lines.append(f"| {model} | {label} | {a:.2f} s | {o:.2f} s | {a / o:.1f}x | {methods} |")
+                print(lines[-1], flush=True)
         first, warm = warm_in_process(url, "meta-llama/Llama-3.1-8B")
         lines += ["", f"In one running process (the app): first `estimate('meta-llama/Llama-3.1-8B')` {first * 1000:.0f} ms, "
                       f"then {warm * 1000:.1f} ms (median of 20 repeats: one revision lookup, answer from the cache)."]
