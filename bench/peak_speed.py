@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 # A copy of the public config.json of meta-llama/Llama-3.1-8B (from ../shared/hub-fixtures).
-CONFIG = Path(__file__).resolve().parents[1] / "tests/fixtures/configs/meta-llama__Llama-3.1-8B/config.json"
+CONFIG = Path(__file__).resolve().parents[1] / "tests/hub_data/models/meta-llama/Llama-3.1-8B/config.json"
 
 
 def build(config_path: Path) -> torch.nn.Module:

@@ -12,11 +12,11 @@ from estimator.peak import simulate_peak
 from estimator.peak.layers import layer_count
 
 # Copies of public config.json files (from ../shared/hub-fixtures, see its README).
-FIXTURES = Path(__file__).parent / "fixtures" / "configs"
+MODELS = Path(__file__).parent / "hub_data" / "models"  # published configs (copies of ../shared/hub-fixtures)
 
 
 def _config_path(repo: str) -> Path:
-    return FIXTURES / repo.replace("/", "__") / "config.json"
+    return MODELS / repo / "config.json"
 
 
 def _build(repo: str, dtype: torch.dtype) -> torch.nn.Module:
