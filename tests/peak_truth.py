@@ -18,13 +18,13 @@ generative models, one ``no_grad`` forward for the others.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
+
+from tests.truth import allocated_peak, trace_events
 
 _WORK = "peak_work"
 
@@ -43,17 +43,11 @@ def measure(case_name: str, mode: str) -> dict[str, int]:
         with record_function(_WORK):
             _work(model, wl, inputs, mode)
         del model, inputs
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    memory = [e for e in events if e.get("name") == "[memory]"]
+    events = trace_events(prof)
     work = next(e for e in events if e.get("name") == _WORK and e.get("ph") == "X")
-    start, end = work["ts"], work["ts"] + work["dur"]
     return {
-        "peak_bytes": max(e["args"]["Total Allocated"] for e in memory if start <= e["ts"] <= end),
-        "peak_bytes_with_build": max(e["args"]["Total Allocated"] for e in memory),
+        "peak_bytes": allocated_peak(events, work["ts"], work["ts"] + work["dur"]),
+        "peak_bytes_with_build": allocated_peak(events),
     }
 
 

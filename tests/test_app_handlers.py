@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 import pytest
 
 from tests.conftest import REPO_ROOT
 
-gr = pytest.importorskip("gradio")
 _environ = dict(os.environ)
-app = pytest.importorskip("app")
+import app  # noqa: E402 - imported between saving and restoring the environment
+
 os.environ.clear()  # importing app sets HF_HUB_* defaults; keep them out of other tests' subprocesses
 os.environ.update(_environ)
 
@@ -78,7 +79,6 @@ def test_missing_folder_is_a_friendly_error_not_a_traceback() -> None:
     assert "Traceback" not in str(caught.value) and "Internal error" not in str(caught.value)
 
 
-@pytest.mark.skipif(not GPT2.exists(), reason="hub fixtures not available")
 def test_a_local_model_fills_every_output() -> None:
     out = app.run_form(str(GPT2), *DEFAULTS, "", progress=no_progress)
     area, summary, table, csv_path, json_path, query, chart_title, frame, fits, caption, note, last = out

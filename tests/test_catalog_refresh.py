@@ -8,30 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "estimator" / "catalog" / "data"
-pytestmark = pytest.mark.skipif(not (ROOT / "tests" / "hub_server.py").is_file(), reason="the Hub stand-in (tests/hub_server.py) is not here")
 
 
-@pytest.fixture(scope="module")
-def stand_in() -> str:
-    server = subprocess.Popen([sys.executable, "-m", "tests.hub_server", "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline().strip()
-        assert line.startswith("ready "), line
-        yield line.split(" ", 1)[1]
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
-def test_refresh_updates_revisions_and_keeps_failures(stand_in: str, tmp_path: Path) -> None:
+def test_refresh_updates_revisions_and_keeps_failures(hub_server: str, tmp_path: Path) -> None:
     data = tmp_path / "data"
     shutil.copytree(DATA, data)
-    env = {"HF_ENDPOINT": stand_in, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PATH": "/usr/bin:/bin"}
+    env = {"HF_ENDPOINT": hub_server, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "refresh_catalog.py"), "--data", str(data), "gpt2", "google-bert/bert-base-cased", "someone/not-there"],
         env=env, capture_output=True, text=True, timeout=120, check=False,

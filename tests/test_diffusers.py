@@ -12,27 +12,19 @@ import json
 import shutil
 from pathlib import Path
 
+import diffusers
 import pytest
 import torch
-
-diffusers = pytest.importorskip("diffusers")
-transformers = pytest.importorskip("transformers")
+import transformers
 
 from estimator import estimate
 from estimator.components import pipeline_parts
 from estimator.options import DType, Library
 from estimator.reference import parse_reference
 from estimator.resolve import resolve_local
+from tests.truth import storage_bytes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data" / "stabilityai__stable-diffusion-xl-base-1.0"
-
-
-def storage_bytes(model: torch.nn.Module) -> int:
-    storages = {}
-    for tensor in [*model.parameters(), *model.buffers()]:
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-    return sum(storages.values())
 
 
 def _small_sdxl(root: Path) -> dict[str, torch.nn.Module]:

@@ -1,4 +1,4 @@
-"""Hub repos of the new kinds through the Hub stand-in (skipped where tests/hub_server.py is absent).
+"""Hub repos of the new kinds through the Hub stand-in (the session stand-in of tests/conftest.py).
 
 A diffusers pipeline (SDXL), a sentence-transformers repo (all-MiniLM-L6-v2) and the int rows of a
 Hub transformers repo go through ``resolve_hub`` and ``hf_hub_download``, and must give the same
@@ -10,14 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "estimator" / "catalog" / "data"
-pytestmark = pytest.mark.skipif(not (ROOT / "tests" / "hub_server.py").is_file(), reason="the Hub stand-in (tests/hub_server.py) is not here")
 
 SCRIPT = r"""
 import json, sys
@@ -27,17 +25,6 @@ print(json.dumps(estimate(model, library=library, dtypes=dtypes).to_dict()))
 """
 
 
-@pytest.fixture(scope="module")
-def stand_in() -> Iterator[str]:
-    server = subprocess.Popen([sys.executable, "-m", "tests.hub_server", "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline().strip()
-        assert line.startswith("ready "), line
-        yield line.split(" ", 1)[1]
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def _estimate(endpoint: str, home: Path, model: str, dtypes: str, library: str = "auto") -> dict:
@@ -57,19 +44,19 @@ def _estimate(endpoint: str, home: Path, model: str, dtypes: str, library: str =
         ("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers", "sentence-transformers__all-MiniLM-L6-v2"),
     ],
 )
-def test_hub_repo_equals_its_files_read_locally(stand_in: str, tmp_path: Path, repo: str, library: str, folder: str) -> None:
+def test_hub_repo_equals_its_files_read_locally(hub_server: str, tmp_path: Path, repo: str, library: str, folder: str) -> None:
     from estimator import estimate
 
-    hub = _estimate(stand_in, tmp_path / "hf", repo, "float16,int4")
+    hub = _estimate(hub_server, tmp_path / "hf", repo, "float16,int4")
     assert hub["source"] == "hub" and hub["library"] == library and hub["revision"]
     local = estimate(str(CATALOG / folder), dtypes=["float16", "int4"])
     assert [r["total_bytes"] for r in hub["rows"]] == [r.total_bytes for r in local.rows]
 
 
-def test_hub_transformers_int_rows(stand_in: str, tmp_path: Path) -> None:
+def test_hub_transformers_int_rows(hub_server: str, tmp_path: Path) -> None:
     from estimator import estimate
 
-    hub = _estimate(stand_in, tmp_path / "hf", "meta-llama/Llama-3.1-8B", "bfloat16,int8,int4")
+    hub = _estimate(hub_server, tmp_path / "hf", "meta-llama/Llama-3.1-8B", "bfloat16,int8,int4")
     assert hub["rows"][0]["method"] == "stored"
     local = estimate(str(CATALOG / "meta-llama__Llama-3.1-8B"), dtypes=["int8", "int4"])
     assert [r["total_bytes"] for r in hub["rows"][1:]] == [r.total_bytes for r in local.rows]

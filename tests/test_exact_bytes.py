@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from estimator import estimate
+from tests.truth import storage_bytes
 
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256}
 
@@ -39,15 +40,6 @@ TIMM_CASES: dict[str, dict[str, Any]] = {
     "timm-resnet18": {"architecture": "resnet18.a1_in1k", "num_classes": 10, "pretrained_cfg": {"input_size": [3, 64, 64]}},
     "timm-convnext-atto": {"architecture": "convnext_atto.d2_in1k", "num_classes": 10, "pretrained_cfg": {"input_size": [3, 64, 64]}},
 }
-
-
-def storage_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the unique storages behind every parameter and buffer (tied weights once)."""
-    seen: dict[int, int] = {}
-    for tensor in [*model.parameters(), *model.buffers()]:
-        storage = tensor.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
-    return sum(seen.values())
 
 
 def real_transformers(config: dict[str, Any], dtype: torch.dtype, saved: Path | None = None) -> torch.nn.Module:

@@ -10,11 +10,8 @@ alive). The real work is what ``estimate_module`` simulates: two steps of forwar
 from __future__ import annotations
 
 import functools
-import json
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from estimator.module import estimate_module
+from tests.truth import allocated_peak, trace_events
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 2**20
@@ -92,12 +90,7 @@ def measure(case: str, mode: str) -> int:
             with torch.no_grad():
                 out = model(x)
             del out
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    return max(e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]")
+    return allocated_peak(trace_events(prof))
 
 
 @functools.cache

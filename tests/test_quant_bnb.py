@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bitsandbytes as bnb
 import pytest
 import torch
-
-bnb = pytest.importorskip("bitsandbytes")
-transformers = pytest.importorskip("transformers")
+import transformers
 
 from estimator import estimate
 from estimator.bnb import (

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import bitsandbytes as bnb
+import diffusers
 import pytest
 import torch
-
-bnb = pytest.importorskip("bitsandbytes")
-diffusers = pytest.importorskip("diffusers")
-transformers = pytest.importorskip("transformers")
+import transformers
 
 from estimator.bnb import bnb_targets
 from estimator.build.diffusers_models import Component, build_component

@@ -11,22 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sentence_transformers as st
 import torch
-
-st = pytest.importorskip("sentence_transformers")
-transformers = pytest.importorskip("transformers")
+import transformers
 
 from estimator import estimate
+from tests.truth import storage_bytes
 
 MINILM = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data" / "sentence-transformers__all-MiniLM-L6-v2"
-
-
-def storage_bytes(model: torch.nn.Module) -> int:
-    storages = {}
-    for tensor in [*model.parameters(), *model.buffers()]:
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-    return sum(storages.values())
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,36 @@
+"""Independent truth the tests compare against: bytes of real tensors, and the CPU allocator's peak."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+import torch
+
+
+def storage_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the unique storages behind every parameter and buffer (tied weights once)."""
+    storages: dict[int, int] = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def trace_events(prof: Any) -> list[dict[str, Any]]:
+    """The Chrome-trace events of a finished ``torch.profiler.profile``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as handle:
+            return list(json.load(handle)["traceEvents"])
+
+
+def allocated_peak(events: list[dict[str, Any]], start: float | None = None, end: float | None = None) -> int:
+    """The maximum "Total Allocated" of the memory events (within [start, end] when given): the CPU allocator's peak."""
+    return max(
+        e["args"]["Total Allocated"] for e in events
+        if e.get("name") == "[memory]" and (start is None or start <= e["ts"]) and (end is None or e["ts"] <= end)
+    )
