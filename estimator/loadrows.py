@@ -51,9 +51,10 @@ def built_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:
 
         return diffusers_rows(resolved, options)
     rows = []
+    half = _HalfBuild(resolved, options)
     for dtype in options.dtypes:
         if dtype in _BNB_DTYPES:
-            rows.append(_bnb_row(resolved, options, dtype))
+            rows.append(_bnb_row(resolved, options, dtype, half))
             continue
         if dtype is DType.FLOAT8:
             rows.append(_fp8_row(resolved, options))
@@ -86,14 +87,27 @@ def _fp8_row(resolved: Resolved, options: Options) -> Row:
         training_adam_bytes=None,
         method="exact",
         notes=(
-            "float8: Linear weights in float8_e4m3fn with a float32 scale per 128x128 block (transformers FineGrainedFP8Config); "
-            f"kept in bfloat16: embeddings, norms, non-Linear layers and {kept}",
+            ("float8: Linear weights in float8_e4m3fn with a float32 scale per 128x128 block (transformers FineGrainedFP8Config); "
+             f"kept in bfloat16: embeddings, norms, non-Linear layers and {kept}"),
             "training_adam_bytes is null: an FP8-quantized model is not trained as is",
         ),
     )
 
 
-def _bnb_row(resolved: Resolved, options: Options, dtype: DType) -> Row:
+class _HalfBuild:
+    """The float16 meta build the int8 and int4 rows share, made at most once per estimate (read only)."""
+
+    def __init__(self, resolved: Resolved, options: Options) -> None:
+        self._resolved, self._options = resolved, options
+        self._model: nn.Module | None = None
+
+    def get(self) -> nn.Module:
+        if self._model is None:
+            self._model = build(self._resolved, DType.FLOAT16, trust_remote_code=self._options.trust_remote_code)
+        return self._model
+
+
+def _bnb_row(resolved: Resolved, options: Options, dtype: DType, half: _HalfBuild) -> Row:
     """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.bnb`)."""
     if resolved.library not in (Library.TRANSFORMERS, Library.SENTENCE_TRANSFORMERS):
         return _null_row(dtype, f"{dtype.value} rows follow transformers' bitsandbytes quantization; not available for {resolved.library.value} models.")
@@ -106,7 +120,7 @@ def _bnb_row(resolved: Resolved, options: Options, dtype: DType) -> Row:
             return _null_row(dtype, f"{dtype.value}: the config declares a pre-quantized checkpoint ({method}, {bits or 'non-integer'}-bit); "
                                     "what it stores is read from its safetensors headers (Hub repos), not re-quantized from a float build")
     scheme = BnbScheme.INT8 if dtype is DType.INT8 else BnbScheme.INT4
-    model = build(resolved, DType.FLOAT16, trust_remote_code=options.trust_remote_code)
+    model = half.get()
     weights = quantized_bytes(model, scheme)
     notes = list(bnb_notes(scheme, weights))
     if scheme is BnbScheme.INT4:
@@ -144,10 +158,11 @@ def stored_rows(resolved: Resolved, options: Options, *, token: str | None, time
             return tuple(replace(row, notes=(*row.notes, checked.note)) for row in checked.rows)
         notes.append(checked.note)
     rows = []
+    half = _HalfBuild(resolved, options)
     for dtype in options.dtypes:
         if dtype in _BNB_DTYPES:
             prequantized = is_prequantized(tensors) or quant_method is not None
-            rows.append(_prequantized_row(tensors, resolved, dtype, notes) if prequantized else _bnb_row(resolved, options, dtype))
+            rows.append(_prequantized_row(tensors, resolved, dtype, notes) if prequantized else _bnb_row(resolved, options, dtype, half))
             continue
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
@@ -206,8 +221,8 @@ def _prequantized_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DT
         training_adam_bytes=None,
         method="stored",
         notes=(
-            f"pre-quantized checkpoint ({method}, {bits}-bit): its quantized tensors as stored, its floating tensors in float16; "
-            f"largest layer: {stored.largest_layer_name}",
+            (f"pre-quantized checkpoint ({method}, {bits}-bit): its quantized tensors as stored, its floating tensors in float16; "
+             f"largest layer: {stored.largest_layer_name}"),
             *notes,
             "training_adam_bytes is null: a pre-quantized model trains only through adapters",
         ),
