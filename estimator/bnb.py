@@ -166,20 +166,34 @@ def weight_bytes(scheme: BnbScheme, out_features: int, in_features: int) -> int:
     return int4_weight_bytes(out_features * in_features, double_quant=scheme is BnbScheme.INT4_DOUBLE)
 
 
-def quantized_bytes(model: nn.Module, scheme: BnbScheme) -> QuantizedBytes:
-    """Bytes of ``model`` (built in float16 on meta) once loaded with bitsandbytes in ``scheme``."""
-    from estimator.weights import largest_layer, tensor_bytes, unique_tensors
+def tensor_sizes(model: nn.Module, scheme: BnbScheme) -> tuple[dict[str, int], dict[str, tuple[int, int]], tuple[str, ...]]:
+    """Bytes of every unique tensor of ``model`` (built in float16 on meta) once loaded in ``scheme``.
+
+    Returns the sizes by tensor name (each unique tensor at its first name), the quantized layers
+    and the skip list.
+    """
+    from estimator.weights import tensor_bytes, unique_tensors
 
     targets, kept = bnb_targets(model)
     sizes: dict[str, int] = {}
     for name, tensor in unique_tensors(model):
         module_name, _, leaf = name.rpartition(".")
         if module_name in targets and leaf == "weight":
-            size = weight_bytes(scheme, *targets[module_name])
+            sizes[name] = weight_bytes(scheme, *targets[module_name])
         elif module_name in targets:  # the bias of a quantized layer: loaded in the model's 16-bit dtype
-            size = tensor.numel() * HALF_BYTES
+            sizes[name] = tensor.numel() * HALF_BYTES
         else:
-            size = tensor_bytes(tensor)
+            sizes[name] = tensor_bytes(tensor)
+    return sizes, targets, kept
+
+
+def quantized_bytes(model: nn.Module, scheme: BnbScheme) -> QuantizedBytes:
+    """Bytes of ``model`` (built in float16 on meta) once loaded with bitsandbytes in ``scheme``."""
+    from estimator.weights import largest_layer
+
+    tensors, targets, kept = tensor_sizes(model, scheme)
+    sizes: dict[str, int] = {}
+    for name, size in tensors.items():
         parts = name.split(".")
         for depth in range(len(parts) + 1):
             prefix = ".".join(parts[:depth])
@@ -194,19 +208,27 @@ def quantized_bytes(model: nn.Module, scheme: BnbScheme) -> QuantizedBytes:
     )
 
 
-def bnb_notes(scheme: BnbScheme, weights: QuantizedBytes) -> tuple[str, ...]:
-    """The notes of an int8 / int4 row: the layout, what stays in 16 bits, why training is null."""
-    kept = ", ".join(weights.kept_16bit) if weights.kept_16bit else "none"
+def layout_note(scheme: BnbScheme, quantized_layers: int) -> str:
+    """The first note of an int8 / int4 row: the layout and how many layers it quantizes."""
     layout = (
         "int8: bitsandbytes LLM.int8() (load_in_8bit): Linear weights in int8 with a float32 scale per output row"
         if scheme is BnbScheme.INT8
         else "int4: bitsandbytes 4-bit (load_in_4bit, nf4 or fp4): Linear weights packed two per byte, a float32 absmax "
         "per 64 values and a 16-entry code per layer (quant_state included)"
     )
+    return f"{layout}; {quantized_layers} layers quantized"
+
+
+TRAINING_NULL_NOTE = "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), which this row does not estimate"
+
+
+def bnb_notes(scheme: BnbScheme, weights: QuantizedBytes) -> tuple[str, ...]:
+    """The notes of an int8 / int4 row: the layout, what stays in 16 bits, why training is null."""
+    kept = ", ".join(weights.kept_16bit) if weights.kept_16bit else "none"
     return (
-        f"{layout}; {weights.quantized_layers} layers quantized",
+        layout_note(scheme, weights.quantized_layers),
         f"kept in float16: embeddings, norms, biases, non-Linear layers and transformers' skip list ({kept})",
-        "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), which this row does not estimate",
+        TRAINING_NULL_NOTE,
     )
 
 

@@ -31,6 +31,7 @@ class StoredTensor:
     name: str
     dtype: str
     numel: int
+    shape: tuple[int, ...] | None = None  # None where only the element count is known
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,9 @@ def tensors_from_metadata(metadata: object) -> list[StoredTensor]:
     tensors: list[StoredTensor] = []
     for file_metadata in getattr(metadata, "files_metadata", {}).values():
         for name, info in file_metadata.tensors.items():
+            shape = tuple(int(dim) for dim in info.shape)
             numel = 1
-            for dim in info.shape:
-                numel *= int(dim)
-            tensors.append(StoredTensor(name=name, dtype=info.dtype, numel=numel))
+            for dim in shape:
+                numel *= dim
+            tensors.append(StoredTensor(name=name, dtype=info.dtype, numel=numel, shape=shape))
     return tensors
