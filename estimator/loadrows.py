@@ -161,8 +161,10 @@ def stored_rows(resolved: Resolved, options: Options, *, token: str | None, time
     half = _HalfBuild(resolved, options)
     for dtype in options.dtypes:
         if dtype in _BNB_DTYPES:
-            prequantized = is_prequantized(tensors) or quant_method is not None
-            rows.append(_prequantized_row(tensors, resolved, dtype, notes) if prequantized else _bnb_row(resolved, options, dtype, half))
+            if is_prequantized(tensors) or quant_method is not None:
+                rows.append(_prequantized_row(tensors, resolved, dtype, notes))
+            else:
+                rows.append(_stored_bnb_row(tensors, resolved, dtype, notes) or _bnb_row(resolved, options, dtype, half))
             continue
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
@@ -182,6 +184,32 @@ def stored_rows(resolved: Resolved, options: Options, *, token: str | None, time
             notes=tuple(row_notes),
         ))
     return tuple(rows)
+
+
+def _stored_bnb_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DType, notes: list[str]) -> Row | None:
+    """int8 / int4 from the headers and the layout table (no torch), or None: then the model is built."""
+    if resolved.library is not Library.TRANSFORMERS:
+        return None
+    from estimator.bnb import BnbScheme
+    from estimator.bnb_stored import stored_notes, stored_quantized_bytes
+
+    scheme = BnbScheme.INT8 if dtype is DType.INT8 else BnbScheme.INT4
+    answer = stored_quantized_bytes(tensors, resolved.config, scheme)
+    if answer is None:
+        return None
+    row_notes = list(stored_notes(scheme, answer))
+    if scheme is BnbScheme.INT4:
+        double = stored_quantized_bytes(tensors, resolved.config, BnbScheme.INT4_DOUBLE)
+        if double is not None:
+            row_notes.insert(1, f"with bnb_4bit_use_double_quant=True: {double.bytes.total_bytes:,} bytes")
+    return Row(
+        dtype=dtype.value,
+        total_bytes=answer.bytes.total_bytes,
+        largest_layer_bytes=answer.bytes.largest_layer_bytes,
+        training_adam_bytes=None,
+        method="stored",
+        notes=(*row_notes, *notes),
+    )
 
 
 def checkpoint_bits(quantization_config: dict[str, Any]) -> tuple[str, int | None]:

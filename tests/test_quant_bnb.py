@@ -83,6 +83,8 @@ SMALL_CONFIGS = {
         hidden_size=64, intermediate_size=136, num_hidden_layers=2, num_attention_heads=4, vocab_size=300,
         max_position_embeddings=64, architectures=["BertModel"],
     ),
+    # GPT-2's Conv1D layers (weights stored in x out) are quantized too; its checkpoint keys lack the 'transformer.' prefix
+    "gpt2": transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=300, architectures=["GPT2LMHeadModel"]),
     # _keep_in_fp32_modules: from_pretrained(dtype=float16) keeps the 'wo' layers in float32
     "t5": transformers.T5Config(
         d_model=64, d_ff=96, d_kv=16, num_layers=2, num_heads=4, vocab_size=300, architectures=["T5ForConditionalGeneration"],
@@ -163,10 +165,11 @@ def _header_tensors(path: Path) -> list[Any]:
     with safe_open(str(path / "model.safetensors"), framework="pt") as handle:
         for name in handle.keys():  # noqa: SIM118 - safe_open handles are not iterable
             piece = handle.get_slice(name)
+            shape = tuple(piece.get_shape())
             numel = 1
-            for dim in piece.get_shape():
+            for dim in shape:
                 numel *= dim
-            tensors.append(StoredTensor(name=name, dtype=piece.get_dtype(), numel=numel))
+            tensors.append(StoredTensor(name=name, dtype=piece.get_dtype(), numel=numel, shape=shape))
     return tensors
 
 
@@ -188,12 +191,7 @@ def test_prequantized_checkpoint_row_equals_its_real_load(checkpoints: dict[str,
     assert row.method == "stored"
     # The stored path counts what the checkpoint holds: buffers that are never saved (rotary
     # inv_freq, non-persistent) are not in it, as stored.py documents.
-    unsaved = sum(
-        buffer.untyped_storage().nbytes()
-        for module in reloaded.modules()
-        for name, buffer in module.named_buffers(recurse=False)
-        if name in module._non_persistent_buffers_set
-    )
+    unsaved = _unsaved_bytes(reloaded)
     assert unsaved < 1024
     assert row.total_bytes == allocated_bytes(reloaded) - unsaved
     other = _prequantized_row(_header_tensors(tmp_path), resolved, DType.INT4 if dtype is DType.INT8 else DType.INT8, [])
@@ -206,3 +204,36 @@ def test_float16_row_equals_real_load(checkpoints: dict[str, Path], name: str) -
     cls = getattr(transformers, SMALL_CONFIGS[name].architectures[0])
     real = cls.from_pretrained(checkpoints[name], dtype=torch.float16, device_map="cpu")
     assert estimate(str(checkpoints[name]), dtypes=["float16"]).row("float16").total_bytes == allocated_bytes(real)
+
+
+def _unsaved_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the non-persistent buffers (rotary inv_freq, position ids): held in memory, never in a checkpoint."""
+    return sum(
+        buffer.untyped_storage().nbytes()
+        for module in model.modules()
+        for name, buffer in module.named_buffers(recurse=False)
+        if name in module._non_persistent_buffers_set
+    )
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
+@pytest.mark.parametrize("scheme", list(BnbScheme))
+def test_header_table_answer_equals_real_bitsandbytes_allocation(checkpoints: dict[str, Path], name: str, scheme: BnbScheme) -> None:
+    """The torch-free path: a layout table made from the checkpoint's headers, then the headers answered from it."""
+    import json
+
+    from estimator.bnb_stored import stored_quantized_bytes
+    from estimator.bnb_table import Checkpoint, make_table
+
+    path = checkpoints[name]
+    config = json.loads((path / "config.json").read_text())
+    checkpoint = Checkpoint(name=f"local/{name}", config=config, tensors=_header_tensors(path))
+    table, _ = make_table([checkpoint], transformers.__version__)
+    answer = stored_quantized_bytes(checkpoint.tensors, config, scheme, table=table)
+    assert answer is not None
+    cls = getattr(transformers, config["architectures"][0])
+    real = cls.from_pretrained(path, quantization_config=_bnb_config(scheme), dtype=torch.float16, device_map="cpu")
+    unsaved = _unsaved_bytes(real)
+    assert unsaved < 4096
+    assert answer.bytes.total_bytes == allocated_bytes(real) - unsaved
+    assert answer.bytes.quantized_layers == sum(isinstance(m, (bnb.nn.Linear8bitLt, bnb.nn.Linear4bit)) for m in real.modules())

@@ -1,0 +1,165 @@
+"""int8 / int4 rows from safetensors headers, without importing torch or transformers.
+
+Which checkpoint tensors ``load_in_8bit`` / ``load_in_4bit`` quantize is a property of the model's
+modules (a Linear is quantized, an Embedding of the same shape is not; the output head, tied
+modules and ``_keep_in_fp32_modules`` stay in 16 bits) and of transformers' checkpoint-key renaming
+(prefixes, legacy names, MoE experts fused on load). Both are decided by transformers' own code on a
+meta build; ``scripts/make_bnb_layouts.py`` (:mod:`estimator.bnb_table`) records the outcome per
+architecture in ``estimator/data/bnb_layouts.json``, keyed by checkpoint tensor name with the layer
+numbers replaced by ``*``, and checks every entry against the meta-build path to the byte.
+
+At answer time a checkpoint's tensor names are looked up in that table. Any name the table does not
+know (another architecture, another checkpoint layout, a tensor name seen with two outcomes) or a
+transformers version other than the table's gives ``None``: the caller then builds the model (exact,
+slower). The codes:
+
+* ``L``: a Linear weight, quantized (stored ``out x in``); ``C``: a GPT-2 ``Conv1D`` weight,
+  quantized (stored ``in x out``);
+* ``<n>``: kept, ``n`` bytes per element in the float16 load (``4`` for ``_keep_in_fp32_modules``);
+  ``S<n>@<name>``: the same for a tensor the model ties to other names, ``<name>`` the tied group
+  (a checkpoint holding two tensors of one group is answered by the build);
+* ``X``: not loaded by ``from_pretrained`` (GPT-2's stored ``attn.bias`` masks, BERT's pooler in a
+  masked-LM checkpoint, Llama-2's stored ``rotary_emb.inv_freq``);
+* ``?``: seen with two outcomes; never answered from the table.
+
+What the table path cannot see is what the model holds that no checkpoint stores: non-persistent
+buffers (rotary ``inv_freq``, 512 bytes for Llama-3.1-8B). The float rows read from headers leave
+them out the same way (:mod:`estimator.stored`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from estimator.bnb import BnbScheme, QuantizedBytes, weight_bytes
+from estimator.stored import FLOATING, StoredTensor, group_of
+
+TABLE_PATH = Path(__file__).resolve().parent / "data" / "bnb_layouts.json"
+QUANTIZED_CODES = ("L", "C")
+DROPPED = "X"
+AMBIGUOUS = "?"
+_NUMBER = re.compile(r"(^|\.)\d+(?=\.|$)")
+
+
+def pattern(name: str) -> str:
+    """A tensor name with its layer and expert numbers replaced by ``*``."""
+    return _NUMBER.sub(r"\1*", name)
+
+
+def layout_key(config: dict[str, Any]) -> str | None:
+    """The table key of a transformers config: its architecture and whether it ties embeddings."""
+    architectures = config.get("architectures")
+    if not isinstance(architectures, list) or len(architectures) != 1 or not isinstance(architectures[0], str):
+        return None
+    tie = config.get("tie_word_embeddings")
+    return f"{architectures[0]}|tie_word_embeddings={'unset' if tie is None else str(bool(tie)).lower()}"
+
+
+def minor_version(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+@functools.lru_cache(maxsize=1)
+def load_table(path: Path = TABLE_PATH) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _installed_transformers() -> str | None:
+    try:
+        return metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def table_entry(config: dict[str, Any], table: dict[str, Any] | None = None) -> dict[str, str] | None:
+    """The table's codes for ``config``'s architecture, or None (not in the table, or another transformers)."""
+    table = load_table() if table is None else table
+    installed = _installed_transformers()
+    if installed is None or minor_version(str(table.get("transformers", ""))) != minor_version(installed):
+        return None
+    key = layout_key(config)
+    entry = (table.get("layouts") or {}).get(key) if key else None
+    return entry.get("codes") if isinstance(entry, dict) else None
+
+
+@dataclass(frozen=True)
+class StoredQuantized:
+    """A checkpoint's bytes once loaded with bitsandbytes, from its headers."""
+
+    bytes: QuantizedBytes
+    kept_2d: tuple[str, ...]  # 2-D floating weights left in 16 bits (patterns)
+    dropped: tuple[str, ...]  # checkpoint tensors from_pretrained does not load (patterns)
+
+
+def stored_quantized_bytes(tensors: list[StoredTensor], config: dict[str, Any], scheme: BnbScheme,
+                           table: dict[str, Any] | None = None) -> StoredQuantized | None:
+    """``tensors`` (a checkpoint's headers) loaded in ``scheme``, or None when the table cannot say."""
+    codes = table_entry(config, table)
+    if codes is None:
+        return None
+    groups: dict[str, int] = {}
+    total = quantized = 0
+    tied: set[str] = set()
+    kept_2d: set[str] = set()
+    dropped: set[str] = set()
+    for tensor in tensors:
+        name = pattern(tensor.name)
+        code = codes.get(name)
+        if code is None or code == AMBIGUOUS:
+            return None
+        if code == DROPPED:
+            dropped.add(name)
+            continue
+        if code in QUANTIZED_CODES:
+            if tensor.shape is None or len(tensor.shape) != 2:
+                return None
+            rows, cols = tensor.shape
+            out_features, in_features = (rows, cols) if code == "L" else (cols, rows)
+            size = weight_bytes(scheme, out_features, in_features)
+            quantized += 1
+        else:
+            if code.startswith("S"):
+                code, _, group = code[1:].partition("@")
+                if group in tied:
+                    return None
+                tied.add(group)
+            size = tensor.numel * int(code)
+            if tensor.dtype in FLOATING and tensor.shape is not None and len(tensor.shape) == 2:
+                kept_2d.add(name.removesuffix(".weight"))
+        total += size
+        group = group_of(tensor.name)
+        groups[group] = groups.get(group, 0) + size
+    largest_name, largest = max(groups.items(), key=lambda item: item[1]) if groups else ("", 0)
+    return StoredQuantized(
+        bytes=QuantizedBytes(total_bytes=total, largest_layer_bytes=largest, largest_layer_names=(largest_name,),
+                             quantized_layers=quantized, kept_16bit=tuple(sorted(kept_2d))),
+        kept_2d=tuple(sorted(kept_2d)),
+        dropped=tuple(sorted(dropped)),
+    )
+
+
+def stored_notes(scheme: BnbScheme, answer: StoredQuantized) -> tuple[str, ...]:
+    """The notes of an int8 / int4 row read from headers: layout, what stays 16-bit, what is not loaded."""
+    from estimator.bnb import TRAINING_NULL_NOTE, layout_note
+
+    kept = ", ".join(answer.kept_2d) if answer.kept_2d else "none"
+    notes = [
+        layout_note(scheme, answer.bytes.quantized_layers),
+        (f"from the checkpoint's safetensors headers and transformers' bitsandbytes layer choice for this architecture "
+         f"(estimator/data/bnb_layouts.json); largest layer: {answer.bytes.largest_layer_names[0]}"),
+        f"kept in float16: norms, biases and the 2-D weights transformers does not quantize ({kept})",
+    ]
+    if answer.dropped:
+        notes.append(f"not counted: checkpoint tensors from_pretrained does not load ({', '.join(answer.dropped)})")
+    notes.append(TRAINING_NULL_NOTE)
+    return tuple(notes)
