@@ -10,7 +10,7 @@ numbers replaced by ``*``, and checks every entry against the meta-build path to
 
 At answer time a checkpoint's tensor names are looked up in that table. Any name the table does not
 know (another architecture, another checkpoint layout, a tensor name seen with two outcomes) or a
-transformers version other than the table's gives ``None``: the caller then builds the model (exact,
+transformers minor version other than the table's gives ``None``: the caller then builds the model (exact,
 slower). The codes:
 
 * ``L``: a Linear weight, quantized (stored ``out x in``); ``C``: a GPT-2 ``Conv1D`` weight,
@@ -52,13 +52,21 @@ def pattern(name: str) -> str:
     return _NUMBER.sub(r"\1*", name)
 
 
-def layout_key(config: dict[str, Any]) -> str | None:
-    """The table key of a transformers config: its architecture and whether it ties embeddings."""
+def layout_key(config: dict[str, Any], tie_defaults: dict[str, Any] | None = None) -> str | None:
+    """The table key of a transformers config: its architecture and whether it ties its embeddings.
+
+    A config without ``tie_word_embeddings`` ties as its config class does by default
+    (``tie_defaults``, recorded in the table); None when that is not known.
+    """
     architectures = config.get("architectures")
     if not isinstance(architectures, list) or len(architectures) != 1 or not isinstance(architectures[0], str):
         return None
     tie = config.get("tie_word_embeddings")
-    return f"{architectures[0]}|tie_word_embeddings={'unset' if tie is None else str(bool(tie)).lower()}"
+    if tie is None:
+        tie = (tie_defaults or {}).get(architectures[0])
+    if not isinstance(tie, bool):
+        return None
+    return f"{architectures[0]}|tie_word_embeddings={str(tie).lower()}"
 
 
 def minor_version(version: str) -> str:
@@ -87,7 +95,7 @@ def table_entry(config: dict[str, Any], table: dict[str, Any] | None = None) -> 
     installed = _installed_transformers()
     if installed is None or minor_version(str(table.get("transformers", ""))) != minor_version(installed):
         return None
-    key = layout_key(config)
+    key = layout_key(config, table.get("tie_defaults"))
     entry = (table.get("layouts") or {}).get(key) if key else None
     return entry.get("codes") if isinstance(entry, dict) else None
 

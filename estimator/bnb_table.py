@@ -16,8 +16,11 @@ buffers) to the byte; any difference raises.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from estimator.bnb import BnbScheme, tensor_sizes
@@ -37,6 +40,7 @@ class Checkpoint:
 @dataclass(frozen=True)
 class Classified:
     codes: dict[str, str]  # checkpoint key -> code
+    tie_default: bool | None  # its config class's default, for configs that omit it
     unfilled: dict[BnbScheme, int]  # bytes of the model's unique tensors no checkpoint key lands in, per scheme
     quantized: dict[BnbScheme, int]  # the meta-build path's total, per scheme
 
@@ -104,8 +108,10 @@ def classify(checkpoint: Checkpoint) -> Classified:
 
     filled = {id(state[key]) for key in landed}
     by_name = dict(unique_tensors(model))
+    default = getattr(type(model.config)(), "tie_word_embeddings", None)
     return Classified(
         codes=codes,
+        tie_default=default if isinstance(default, bool) else None,
         unfilled={scheme: sum(size for name, size in sizes.items() if id(by_name[name]) not in filled) for scheme, sizes in sizes_per_scheme.items()},
         quantized={scheme: sum(sizes.values()) for scheme, sizes in sizes_per_scheme.items()},
     )
@@ -131,20 +137,26 @@ class Check:
 def make_table(checkpoints: list[Checkpoint], transformers_version: str) -> tuple[dict[str, Any], list[Check]]:
     """The table for ``checkpoints`` and the byte checks of every checkpoint against the meta build."""
     layouts: dict[str, dict[str, Any]] = {}
+    tie_defaults: dict[str, bool] = {}
     classified: dict[str, Classified] = {}
     for checkpoint in checkpoints:
-        key = layout_key(checkpoint.config)
-        if key is None:
+        architectures = checkpoint.config.get("architectures")
+        if not isinstance(architectures, list) or len(architectures) != 1:
             raise ValueError(f"{checkpoint.name}: the config names no single architecture")
         result = classify(checkpoint)
         classified[checkpoint.name] = result
+        if result.tie_default is not None and tie_defaults.setdefault(architectures[0], result.tie_default) != result.tie_default:
+            raise ValueError(f"{architectures[0]}: two default tie_word_embeddings values")
+        key = layout_key(checkpoint.config, tie_defaults)  # the key the runtime computes for this config
+        if key is None:
+            raise ValueError(f"{checkpoint.name}: no table key (no tie_word_embeddings and no class default)")
         entry = layouts.setdefault(key, {"checkpoints": [], "codes": {}})
         entry["checkpoints"].append(checkpoint.name)
         merge(entry["codes"], result.codes)
     for entry in layouts.values():
         entry["checkpoints"].sort()
         entry["codes"] = dict(sorted(entry["codes"].items()))
-    table = {"transformers": transformers_version, "layouts": dict(sorted(layouts.items()))}
+    table = {"transformers": transformers_version, "tie_defaults": dict(sorted(tie_defaults.items())), "layouts": dict(sorted(layouts.items()))}
 
     checks = []
     for checkpoint in checkpoints:
@@ -152,7 +164,7 @@ def make_table(checkpoints: list[Checkpoint], transformers_version: str) -> tupl
         for scheme in BnbScheme:
             answer = stored_quantized_bytes(checkpoint.tensors, checkpoint.config, scheme, table=table)
             check = Check(
-                checkpoint=checkpoint.name, key=str(layout_key(checkpoint.config)), scheme=scheme,
+                checkpoint=checkpoint.name, key=str(layout_key(checkpoint.config, tie_defaults)), scheme=scheme,
                 table_bytes=None if answer is None else answer.bytes.total_bytes,
                 build_bytes=result.quantized[scheme], unfilled_bytes=result.unfilled[scheme],
             )
@@ -162,3 +174,68 @@ def make_table(checkpoints: list[Checkpoint], transformers_version: str) -> tupl
                     f"{check.build_bytes:,} minus {check.unfilled_bytes:,} not in the checkpoint")
             checks.append(check)
     return table, checks
+
+
+# Architectures also taken as transformers 5 saves them: a tiny model of each (random weights, CPU)
+# written with save_pretrained, untied and tied, and its own safetensors header read back. The key
+# names a checkpoint saved by transformers has; legacy layouts of older checkpoints are the stand-in's.
+SAVED = {
+    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral": "MixtralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM", "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM", "phi": "PhiForCausalLM", "phi3": "Phi3ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM", "granite": "GraniteForCausalLM", "stablelm": "StableLmForCausalLM",
+    "starcoder2": "Starcoder2ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM", "falcon": "FalconForCausalLM",
+    "opt": "OPTForCausalLM", "bloom": "BloomForCausalLM", "gpt2": "GPT2LMHeadModel", "smollm3": "SmolLM3ForCausalLM",
+    "bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "xlm-roberta": "XLMRobertaForMaskedLM",
+    "distilbert": "DistilBertForMaskedLM", "modernbert": "ModernBertForMaskedLM",
+    "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration",
+}
+TINY = {  # set where the config class has the attribute: 2 layers, 64 wide, 4 experts
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 16, "vocab_size": 256, "max_position_embeddings": 128, "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
+    "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, "d_model": 64, "d_ff": 128, "d_kv": 16,
+    "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4, "encoder_layers": 2, "decoder_layers": 2,
+    "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128,
+    "ffn_dim": 128, "dim": 64, "hidden_dim": 128, "n_layers": 2, "n_heads": 4, "word_embed_proj_dim": 64,
+    "global_attn_every_n_layers": 1, "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0, "decoder_start_token_id": 0,
+}
+
+
+def saved_by_transformers(folder: Path, model_types: Iterable[str] | None = None) -> list[Checkpoint]:
+    """Tiny models of ``SAVED`` (or of ``model_types``) written by save_pretrained, with their headers read back."""
+    import torch
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    checkpoints = []
+    for model_type in model_types or SAVED:
+        architecture = SAVED[model_type]
+        default = transformers.AutoConfig.for_model(model_type)
+        overrides = {key: value for key, value in TINY.items() if hasattr(default, key) and not isinstance(getattr(type(default), key, None), property)}
+        for tie in (False, True):
+            config = transformers.AutoConfig.for_model(model_type, **overrides, tie_word_embeddings=tie, architectures=[architecture])
+            torch.manual_seed(0)
+            path = folder / f"{architecture}-tie-{str(tie).lower()}"
+            getattr(transformers, architecture)(config).save_pretrained(path)
+            tensors = header_tensors(path / "model.safetensors")
+            saved_config = json.loads((path / "config.json").read_text())
+            checkpoints.append(Checkpoint(name=f"saved-by-transformers/{path.name}", config=saved_config, tensors=tensors))
+    return checkpoints
+
+
+def header_tensors(path: Path) -> list[StoredTensor]:
+    """A local safetensors file's tensors as its header lists them (what the Hub path reads over HTTP)."""
+    from safetensors import safe_open
+
+    tensors = []
+    with safe_open(str(path), framework="pt") as handle:
+        for name in handle.keys():  # noqa: SIM118 - safe_open handles are not iterable
+            piece = handle.get_slice(name)
+            shape = tuple(piece.get_shape())
+            numel = 1
+            for dim in shape:
+                numel *= dim
+            tensors.append(StoredTensor(name=name, dtype=piece.get_dtype(), numel=numel, shape=shape))
+    return tensors

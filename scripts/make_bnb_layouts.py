@@ -4,11 +4,13 @@
     python scripts/make_bnb_layouts.py --check    # fail if the committed table differs
 
 The checkpoints are the Hub stand-in's safetensors repos (``tests/hub_data``: real configs, and the
-tensor names and shapes of the real checkpoints' headers). Each is classified with transformers' own
-loading code on a meta build and then answered from the merged table; the answer must equal the
-meta-build path minus the tensors the checkpoint does not fill, to the byte, for int8, int4 and
-int4 with double quantization (:mod:`estimator.bnb_table`), or the script fails. Run it again after
-upgrading transformers: the table records the version it was made with and is not used with another.
+tensor names and shapes of the real checkpoints' headers, legacy layouts included) and tiny models of
+the architectures in ``estimator.bnb_table.SAVED`` written by transformers' own ``save_pretrained``,
+untied and tied. Each is classified with transformers' own loading code on a meta build and then
+answered from the merged table; the answer must equal the meta-build path minus the tensors the
+checkpoint does not fill, to the byte, for int8, int4 and int4 with double quantization
+(:mod:`estimator.bnb_table`), or the script fails. Run it again after upgrading transformers: the
+table records the version it was made with and is not used with another.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     from estimator.bnb_stored import TABLE_PATH
-    from estimator.bnb_table import make_table
+    from estimator.bnb_table import make_table, saved_by_transformers
 
-    table, checks = make_table(stand_in_checkpoints(), transformers.__version__)
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoints = stand_in_checkpoints() + saved_by_transformers(Path(folder))
+        table, checks = make_table(checkpoints, transformers.__version__)
     for check in checks:
         answer = "build" if check.table_bytes is None else f"{check.table_bytes:,}"
         print(f"{check.checkpoint:45} {check.scheme.value:18} table {answer:>18}  build {check.build_bytes:>18,}  "

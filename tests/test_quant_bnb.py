@@ -23,6 +23,7 @@ from estimator.bnb import (
     int8_weight_bytes,
     quantized_bytes,
 )
+from estimator.bnb_table import SAVED
 from estimator.loadrows import build
 from estimator.options import DType, Library
 from estimator.reference import ModelRef
@@ -157,20 +158,9 @@ def test_one_layer_layout_equals_bitsandbytes(out_features: int, in_features: in
 
 def _header_tensors(path: Path) -> list[Any]:
     """The checkpoint's tensors as its safetensors header lists them (what the Hub path reads)."""
-    from safetensors import safe_open
+    from estimator.bnb_table import header_tensors
 
-    from estimator.stored import StoredTensor
-
-    tensors = []
-    with safe_open(str(path / "model.safetensors"), framework="pt") as handle:
-        for name in handle.keys():  # noqa: SIM118 - safe_open handles are not iterable
-            piece = handle.get_slice(name)
-            shape = tuple(piece.get_shape())
-            numel = 1
-            for dim in shape:
-                numel *= dim
-            tensors.append(StoredTensor(name=name, dtype=piece.get_dtype(), numel=numel, shape=shape))
-    return tensors
+    return header_tensors(path / "model.safetensors")
 
 
 @pytest.mark.parametrize("scheme", list(BnbScheme))
@@ -237,3 +227,22 @@ def test_header_table_answer_equals_real_bitsandbytes_allocation(checkpoints: di
     assert unsaved < 4096
     assert answer.bytes.total_bytes == allocated_bytes(real) - unsaved
     assert answer.bytes.quantized_layers == sum(isinstance(m, (bnb.nn.Linear8bitLt, bnb.nn.Linear4bit)) for m in real.modules())
+
+
+@pytest.mark.parametrize("model_type", sorted(SAVED))
+def test_every_saved_architecture_of_the_table_equals_real_bitsandbytes(tmp_path: Path, model_type: str) -> None:
+    """Each architecture the table learns from a transformers save: tiny untied and tied models, saved,
+    answered from their headers, and loaded with real bitsandbytes on CPU (MoE experts included)."""
+    from estimator.bnb_stored import stored_quantized_bytes
+    from estimator.bnb_table import make_table, saved_by_transformers
+
+    checkpoints = saved_by_transformers(tmp_path, [model_type])
+    table, _ = make_table(checkpoints, transformers.__version__)
+    for checkpoint in checkpoints:
+        cls = getattr(transformers, checkpoint.config["architectures"][0])
+        for scheme in BnbScheme:
+            answer = stored_quantized_bytes(checkpoint.tensors, checkpoint.config, scheme, table=table)
+            assert answer is not None, checkpoint.name
+            real = cls.from_pretrained(tmp_path / checkpoint.name.rsplit("/", 1)[1], quantization_config=_bnb_config(scheme),
+                                       dtype=torch.float16, device_map="cpu")
+            assert answer.bytes.total_bytes == allocated_bytes(real) - _unsaved_bytes(real), (checkpoint.name, scheme)
