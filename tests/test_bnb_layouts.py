@@ -26,7 +26,7 @@ LLAMA = "meta-llama/Llama-3.1-8B"
 
 
 def _config(repo: str) -> dict[str, Any]:
-    for folder in ("models", "reconstructed", "fixture_repos"):
+    for folder in ("models", "models_unverified", "fixture_repos"):
         path = DATA / folder / repo / "config.json"
         if path.exists():
             return json.loads(path.read_text())
@@ -142,3 +142,12 @@ def test_two_tensors_of_one_tied_group_are_left_to_the_build() -> None:
     assert answer is not None and answer.bytes.total_bytes == 24
     both = [*one, StoredTensor("lm_head.weight", "BF16", 12, (4, 3))]
     assert stored_quantized_bytes(both, config, BnbScheme.INT8, table=_table(codes)) is None
+
+
+def test_a_config_without_tie_word_embeddings_ties_as_its_class_does() -> None:
+    gemma = _config("google/gemma-7b")
+    assert "tie_word_embeddings" not in gemma
+    assert layout_key(gemma, {"GemmaForCausalLM": True}) == "GemmaForCausalLM|tie_word_embeddings=true"
+    assert layout_key(gemma, {}) is None  # class default unknown: no key, the build answers
+    assert load_table()["tie_defaults"]["GemmaForCausalLM"] is True
+    assert stored_quantized_bytes(_tensors("google/gemma-7b"), gemma, BnbScheme.INT8) is not None
