@@ -104,8 +104,7 @@ def table_entry(config: dict[str, Any], table: dict[str, Any] | None = None) -> 
 class StoredQuantized:
     """A checkpoint's bytes once loaded with bitsandbytes, from its headers."""
 
-    bytes: QuantizedBytes
-    kept_2d: tuple[str, ...]  # 2-D floating weights left in 16 bits (patterns)
+    bytes: QuantizedBytes  # its kept_16bit: the 2-D floating weights not quantized (patterns)
     dropped: tuple[str, ...]  # checkpoint tensors from_pretrained does not load (patterns)
 
 
@@ -151,7 +150,6 @@ def stored_quantized_bytes(tensors: list[StoredTensor], config: dict[str, Any], 
     return StoredQuantized(
         bytes=QuantizedBytes(total_bytes=total, largest_layer_bytes=largest, largest_layer_names=(largest_name,),
                              quantized_layers=quantized, kept_16bit=tuple(sorted(kept_2d))),
-        kept_2d=tuple(sorted(kept_2d)),
         dropped=tuple(sorted(dropped)),
     )
 
@@ -160,12 +158,13 @@ def stored_notes(scheme: BnbScheme, answer: StoredQuantized) -> tuple[str, ...]:
     """The notes of an int8 / int4 row read from headers: layout, what stays 16-bit, what is not loaded."""
     from estimator.bnb import TRAINING_NULL_NOTE, layout_note
 
-    kept = ", ".join(answer.kept_2d) if answer.kept_2d else "none"
+    kept = ", ".join(answer.bytes.kept_16bit) or "none"
     notes = [
         layout_note(scheme, answer.bytes.quantized_layers),
         (f"from the checkpoint's safetensors headers and transformers' bitsandbytes layer choice for this architecture "
          f"(estimator/data/bnb_layouts.json); largest layer: {answer.bytes.largest_layer_names[0]}"),
-        f"kept in float16: norms, biases and the 2-D weights transformers does not quantize ({kept})",
+        (f"not quantized (float16, float32 where the model keeps a module in float32): norms, biases and the 2-D weights "
+         f"transformers does not quantize ({kept})"),
     ]
     if answer.dropped:
         notes.append(f"not counted: checkpoint tensors from_pretrained does not load ({', '.join(answer.dropped)})")

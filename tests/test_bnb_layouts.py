@@ -111,7 +111,7 @@ def test_the_committed_table_answers_llama(llama: tuple[list[StoredTensor], dict
     tensors, config = llama
     answer = stored_quantized_bytes(tensors, config, BnbScheme.INT8)
     assert answer is not None
-    assert answer.bytes.quantized_layers == 32 * 7 and answer.kept_2d == ("lm_head", "model.embed_tokens")
+    assert answer.bytes.quantized_layers == 32 * 7 and answer.bytes.kept_16bit == ("lm_head", "model.embed_tokens")
 
 
 def _table(codes: dict[str, str], version: str | None = None, key: str | None = None) -> dict[str, Any]:
