@@ -229,13 +229,8 @@ def header_tensors(path: Path) -> list[StoredTensor]:
     """A local safetensors file's tensors as its header lists them (what the Hub path reads over HTTP)."""
     from safetensors import safe_open
 
-    tensors = []
+    from estimator.stored import tensors_from_shapes
+
     with safe_open(str(path), framework="pt") as handle:
-        for name in handle.keys():  # noqa: SIM118 - safe_open handles are not iterable
-            piece = handle.get_slice(name)
-            shape = tuple(piece.get_shape())
-            numel = 1
-            for dim in shape:
-                numel *= dim
-            tensors.append(StoredTensor(name=name, dtype=piece.get_dtype(), numel=numel, shape=shape))
-    return tensors
+        pieces = {name: handle.get_slice(name) for name in handle.keys()}  # noqa: SIM118 - safe_open handles are not iterable
+        return tensors_from_shapes({name: (piece.get_dtype(), piece.get_shape()) for name, piece in pieces.items()})

@@ -11,8 +11,9 @@ they belong to (``model.layers.12.``), or by their module where they are not in 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from estimator.options import DType
 
@@ -75,14 +76,21 @@ def stored_bytes(tensors: list[StoredTensor], dtype: DType) -> StoredBytes:
     return StoredBytes(int(total), int(largest), name, floating, is_prequantized(tensors))
 
 
+def tensors_from_shapes(shapes: Mapping[str, tuple[str, Sequence[int]] | list[Any]]) -> list[StoredTensor]:
+    """``{name: (safetensors dtype, shape)}`` as a list of tensors."""
+    tensors: list[StoredTensor] = []
+    for name, (dtype, dims) in shapes.items():
+        shape = tuple(int(dim) for dim in dims)
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        tensors.append(StoredTensor(name=name, dtype=dtype, numel=numel, shape=shape))
+    return tensors
+
+
 def tensors_from_metadata(metadata: object) -> list[StoredTensor]:
     """Flatten huggingface_hub's ``SafetensorsRepoMetadata`` into one list of tensors."""
     tensors: list[StoredTensor] = []
     for file_metadata in getattr(metadata, "files_metadata", {}).values():
-        for name, info in file_metadata.tensors.items():
-            shape = tuple(int(dim) for dim in info.shape)
-            numel = 1
-            for dim in shape:
-                numel *= dim
-            tensors.append(StoredTensor(name=name, dtype=info.dtype, numel=numel, shape=shape))
+        tensors += tensors_from_shapes({name: (info.dtype, info.shape) for name, info in file_metadata.tensors.items()})
     return tensors

@@ -30,7 +30,7 @@ EXCLUDED = {"estimator-test/tiny-llama-mismatch": "declares a tensor shape its c
 
 def stand_in_checkpoints() -> list:
     from estimator.bnb_table import Checkpoint
-    from estimator.stored import StoredTensor
+    from estimator.stored import tensors_from_shapes
     from tests.hub_repos import _load_shapes, load_repos
 
     repos, _ = load_repos()
@@ -43,13 +43,7 @@ def stand_in_checkpoints() -> list:
         if not isinstance(config.get("architectures"), list):
             continue  # timm and diffusers repos: no bitsandbytes rows
         seen.add(shapes)
-        tensors = []
-        for name, (dtype, shape) in _load_shapes(shapes).items():
-            numel = 1
-            for dim in shape:
-                numel *= dim
-            tensors.append(StoredTensor(name=name, dtype=dtype, numel=numel, shape=tuple(shape)))
-        checkpoints.append(Checkpoint(name=repo.id, config=config, tensors=tensors))
+        checkpoints.append(Checkpoint(name=repo.id, config=config, tensors=tensors_from_shapes(_load_shapes(shapes))))
     return sorted(checkpoints, key=lambda c: c.name)
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from estimator.bnb import BnbScheme
 from estimator.bnb_stored import layout_key, load_table, pattern, stored_quantized_bytes
-from estimator.stored import StoredTensor
+from estimator.stored import StoredTensor, tensors_from_shapes
 from tests.conftest import REPO_ROOT, hub_env
 from tests.test_hub_estimates import DATA, drive, shapes
 
@@ -34,13 +34,7 @@ def _config(repo: str) -> dict[str, Any]:
 
 
 def _tensors(repo: str) -> list[StoredTensor]:
-    tensors = []
-    for name, (dtype, shape) in shapes(repo).items():
-        numel = 1
-        for dim in shape:
-            numel *= dim
-        tensors.append(StoredTensor(name=name, dtype=dtype, numel=numel, shape=tuple(shape)))
-    return tensors
+    return tensors_from_shapes(shapes(repo))
 
 
 def test_committed_table_is_what_transformers_gives_and_answers_every_stand_in_checkpoint() -> None:
