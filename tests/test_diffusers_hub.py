@@ -64,14 +64,10 @@ def test_hub_transformers_int_rows(hub_server: str, tmp_path: Path) -> None:
     import torch
 
     from estimator.build import build_transformers
+    from tests.truth import unsaved_bytes
 
     model = build_transformers(json.loads((CATALOG / "meta-llama__Llama-3.1-8B" / "config.json").read_text()), torch.float16, model="llama")
-    unsaved = sum(
-        buffer.numel() * buffer.element_size()
-        for module in model.modules()
-        for name, buffer in module.named_buffers(recurse=False)
-        if name in module._non_persistent_buffers_set
-    )
+    unsaved = unsaved_bytes(model)
     assert unsaved == 512
     assert [r["total_bytes"] for r in hub["rows"][1:]] == [r.total_bytes - unsaved for r in local.rows]
     assert all(r["method"] == "stored" and r["training_adam_bytes"] is None for r in hub["rows"][1:])

@@ -28,6 +28,7 @@ from estimator.loadrows import build
 from estimator.options import DType, Library
 from estimator.reference import ModelRef
 from estimator.resolve import Resolved
+from tests.truth import unsaved_bytes
 
 
 def _walk(obj: Any, storages: dict[int, int], seen: set[int]) -> None:
@@ -181,7 +182,7 @@ def test_prequantized_checkpoint_row_equals_its_real_load(checkpoints: dict[str,
     assert row.method == "stored"
     # The stored path counts what the checkpoint holds: buffers that are never saved (rotary
     # inv_freq, non-persistent) are not in it, as stored.py documents.
-    unsaved = _unsaved_bytes(reloaded)
+    unsaved = unsaved_bytes(reloaded)
     assert unsaved < 1024
     assert row.total_bytes == allocated_bytes(reloaded) - unsaved
     other = _prequantized_row(_header_tensors(tmp_path), resolved, DType.INT4 if dtype is DType.INT8 else DType.INT8, [])
@@ -194,16 +195,6 @@ def test_float16_row_equals_real_load(checkpoints: dict[str, Path], name: str) -
     cls = getattr(transformers, SMALL_CONFIGS[name].architectures[0])
     real = cls.from_pretrained(checkpoints[name], dtype=torch.float16, device_map="cpu")
     assert estimate(str(checkpoints[name]), dtypes=["float16"]).row("float16").total_bytes == allocated_bytes(real)
-
-
-def _unsaved_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the non-persistent buffers (rotary inv_freq, position ids): held in memory, never in a checkpoint."""
-    return sum(
-        buffer.untyped_storage().nbytes()
-        for module in model.modules()
-        for name, buffer in module.named_buffers(recurse=False)
-        if name in module._non_persistent_buffers_set
-    )
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
@@ -223,7 +214,7 @@ def test_header_table_answer_equals_real_bitsandbytes_allocation(checkpoints: di
     assert answer is not None
     cls = getattr(transformers, config["architectures"][0])
     real = cls.from_pretrained(path, quantization_config=_bnb_config(scheme), dtype=torch.float16, device_map="cpu")
-    unsaved = _unsaved_bytes(real)
+    unsaved = unsaved_bytes(real)
     assert unsaved < 4096
     assert answer.bytes.total_bytes == allocated_bytes(real) - unsaved
     assert answer.bytes.quantized_layers == sum(isinstance(m, (bnb.nn.Linear8bitLt, bnb.nn.Linear4bit)) for m in real.modules())
@@ -245,4 +236,4 @@ def test_every_saved_architecture_of_the_table_equals_real_bitsandbytes(tmp_path
             assert answer is not None, checkpoint.name
             real = cls.from_pretrained(tmp_path / checkpoint.name.rsplit("/", 1)[1], quantization_config=_bnb_config(scheme),
                                        dtype=torch.float16, device_map="cpu")
-            assert answer.bytes.total_bytes == allocated_bytes(real) - _unsaved_bytes(real), (checkpoint.name, scheme)
+            assert answer.bytes.total_bytes == allocated_bytes(real) - unsaved_bytes(real), (checkpoint.name, scheme)

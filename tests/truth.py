@@ -19,6 +19,16 @@ def storage_bytes(model: torch.nn.Module) -> int:
     return sum(storages.values())
 
 
+def unsaved_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the non-persistent buffers (rotary inv_freq, position ids): held in memory, never in a checkpoint."""
+    return sum(
+        buffer.untyped_storage().nbytes()
+        for module in model.modules()
+        for name, buffer in module.named_buffers(recurse=False)
+        if name in module._non_persistent_buffers_set
+    )
+
+
 def trace_events(prof: Any) -> list[dict[str, Any]]:
     """The Chrome-trace events of a finished ``torch.profiler.profile``."""
     with tempfile.TemporaryDirectory() as tmp:
