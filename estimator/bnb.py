@@ -26,6 +26,8 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from estimator.options import DType
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -45,6 +47,15 @@ class BnbScheme(str, enum.Enum):
     INT8 = "int8"  # LLM.int8(): BitsAndBytesConfig(load_in_8bit=True)
     INT4 = "int4"  # nf4 (or fp4: same bytes): BitsAndBytesConfig(load_in_4bit=True)
     INT4_DOUBLE = "int4-double-quant"  # ... plus bnb_4bit_use_double_quant=True
+
+    @classmethod
+    def for_dtype(cls, dtype: DType) -> BnbScheme:
+        """The layout of an ``int8`` or ``int4`` row (double quantization goes in a note)."""
+        return cls.INT8 if dtype is DType.INT8 else cls.INT4
+
+    @property
+    def bits(self) -> int:
+        return 8 if self is BnbScheme.INT8 else 4
 
 
 def int8_weight_bytes(out_features: int, in_features: int) -> int:
@@ -217,6 +228,11 @@ def layout_note(scheme: BnbScheme, quantized_layers: int) -> str:
         "per 64 values and a 16-entry code per layer (quant_state included)"
     )
     return f"{layout}; {quantized_layers} layers quantized"
+
+
+def double_quant_note(total_bytes: int) -> str:
+    """The int4 row's note with the total under ``bnb_4bit_use_double_quant=True``."""
+    return f"with bnb_4bit_use_double_quant=True: {total_bytes:,} bytes"
 
 
 TRAINING_NULL_NOTE = "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), which this row does not estimate"

@@ -82,7 +82,8 @@ def load_table(path: Path = TABLE_PATH) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _installed_transformers() -> str | None:
+@functools.lru_cache(maxsize=1)
+def _installed_transformers() -> str | None:  # read once: every int row of every estimate asks
     try:
         return metadata.version("transformers")
     except metadata.PackageNotFoundError:

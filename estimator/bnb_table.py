@@ -80,8 +80,9 @@ def classify(checkpoint: Checkpoint) -> Classified:
         else:
             destination[tensor.name] = None
 
-    sizes_per_scheme = {scheme: tensor_sizes(model, scheme)[0] for scheme in BnbScheme}
-    _, quantized_layers, _ = tensor_sizes(model, BnbScheme.INT8)
+    per_scheme = {scheme: tensor_sizes(model, scheme) for scheme in BnbScheme}
+    sizes_per_scheme = {scheme: sizes for scheme, (sizes, _, _) in per_scheme.items()}
+    quantized_layers = per_scheme[BnbScheme.INT8][1]  # the same layers in every scheme
 
     codes: dict[str, str] = {}
     for tensor in checkpoint.tensors:

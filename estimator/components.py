@@ -59,8 +59,7 @@ def pipeline_parts(resolved: Resolved, dtype: DType) -> list[ComponentBytes]:
 
             from estimator.bnb import BnbScheme, quantized_bytes
 
-            scheme = BnbScheme.INT8 if dtype is DType.INT8 else BnbScheme.INT4
-            quantized = quantized_bytes(build_component(component, torch.float16, model=resolved.name), scheme)
+            quantized = quantized_bytes(build_component(component, torch.float16, model=resolved.name), BnbScheme.for_dtype(dtype))
             parts.append(ComponentBytes(component.name, component.class_name, quantized.total_bytes, quantized.largest_layer_bytes, None))
             continue
         weights = measure(build_component(component, torch_dtype(dtype), model=resolved.name))

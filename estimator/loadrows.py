@@ -111,21 +111,21 @@ def _bnb_row(resolved: Resolved, options: Options, dtype: DType, half: _HalfBuil
     """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.bnb`)."""
     if resolved.library not in (Library.TRANSFORMERS, Library.SENTENCE_TRANSFORMERS):
         return _null_row(dtype, f"{dtype.value} rows follow transformers' bitsandbytes quantization; not available for {resolved.library.value} models.")
-    from estimator.bnb import BnbScheme, bnb_notes, quantized_bytes
+    from estimator.bnb import BnbScheme, bnb_notes, double_quant_note, quantized_bytes
 
+    scheme = BnbScheme.for_dtype(dtype)
     declared = resolved.config.get("quantization_config")
     if isinstance(declared, dict):
         method, bits = checkpoint_bits(declared)
-        if method != "bitsandbytes" or bits != (8 if dtype is DType.INT8 else 4):
+        if method != "bitsandbytes" or bits != scheme.bits:
             return _null_row(dtype, f"{dtype.value}: the config declares a pre-quantized checkpoint ({method}, {bits or 'non-integer'}-bit); "
                                     "what it stores is read from its safetensors headers (Hub repos), not re-quantized from a float build")
-    scheme = BnbScheme.INT8 if dtype is DType.INT8 else BnbScheme.INT4
     model = half.get()
     weights = quantized_bytes(model, scheme)
     notes = list(bnb_notes(scheme, weights))
     if scheme is BnbScheme.INT4:
         double = quantized_bytes(model, BnbScheme.INT4_DOUBLE)
-        notes.append(f"with bnb_4bit_use_double_quant=True: {double.total_bytes:,} bytes")
+        notes.append(double_quant_note(double.total_bytes))
     return Row(
         dtype=dtype.value,
         total_bytes=weights.total_bytes,
@@ -190,10 +190,10 @@ def _stored_bnb_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DTyp
     """int8 / int4 from the headers and the layout table (no torch), or None: then the model is built."""
     if resolved.library is not Library.TRANSFORMERS:
         return None
-    from estimator.bnb import BnbScheme
+    from estimator.bnb import BnbScheme, double_quant_note
     from estimator.bnb_stored import stored_notes, stored_quantized_bytes
 
-    scheme = BnbScheme.INT8 if dtype is DType.INT8 else BnbScheme.INT4
+    scheme = BnbScheme.for_dtype(dtype)
     answer = stored_quantized_bytes(tensors, resolved.config, scheme)
     if answer is None:
         return None
@@ -201,7 +201,7 @@ def _stored_bnb_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DTyp
     if scheme is BnbScheme.INT4:
         double = stored_quantized_bytes(tensors, resolved.config, BnbScheme.INT4_DOUBLE)
         if double is not None:
-            row_notes.insert(1, f"with bnb_4bit_use_double_quant=True: {double.bytes.total_bytes:,} bytes")
+            row_notes.insert(1, double_quant_note(double.bytes.total_bytes))
     return Row(
         dtype=dtype.value,
         total_bytes=answer.bytes.total_bytes,
@@ -231,9 +231,10 @@ def checkpoint_bits(quantization_config: dict[str, Any]) -> tuple[str, int | Non
 
 def _prequantized_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DType, notes: list[str]) -> Row:
     """int8 / int4 of a pre-quantized checkpoint: what it stores, when its bit width is the row's."""
+    from estimator.bnb import BnbScheme
+
     method, bits = checkpoint_bits(resolved.config.get("quantization_config") or {})
-    wanted = 8 if dtype is DType.INT8 else 4
-    if bits != wanted:
+    if bits != BnbScheme.for_dtype(dtype).bits:
         stored_as = f"{bits}-bit" if bits is not None else "a non-integer format"
         return _null_row(dtype, f"{dtype.value}: the checkpoint is pre-quantized ({method}, {stored_as}) and loads as stored; "
                                 f"it is not re-quantized to {dtype.value}, so no figure is given (see the 16-bit rows)", method="stored")
