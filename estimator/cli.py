@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             token=args.token, trust_remote_code=args.trust_remote_code, cross_check=args.cross_check, timeout=args.timeout,
         )
         text = render(result, output_format)  # type: ignore[arg-type]
-    except BaseException as exc:  # noqa: BLE001 - the one place every failure becomes a user message
+    except BaseException as exc:  # the one place every failure becomes a user message
         if isinstance(exc, SystemExit):
             raise
         if args.debug:

@@ -14,7 +14,7 @@ def user_message(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, MemoryError):
         return "Ran out of memory while estimating; try a smaller configuration.", 1
     return (
-        f"Internal error ({type(exc).__name__}); please report it with the command you ran, "
-        "and run again with --debug for the traceback.",
+        (f"Internal error ({type(exc).__name__}); please report it with the command you ran, "
+        "and run again with --debug for the traceback."),
         1,
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator import hub
-from estimator.errors import MalformedConfigError, NoConfigError, UnsupportedError
+from estimator.errors import MalformedConfigError, NoConfigError
 from estimator.options import Library
 from estimator.reference import ModelRef
 

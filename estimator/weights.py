@@ -87,7 +87,7 @@ def measure(model: nn.Module) -> WeightBytes:
     """Exact bytes of ``model`` as built (in the dtype it was built in)."""
     sizes = module_sizes(model)
     largest, names = largest_layer(model, sizes)
-    params = dict((id(p), p) for p in model.parameters())
+    params = {id(p): p for p in model.parameters()}
     trainable = [p for p in params.values() if p.requires_grad and p.is_floating_point()]
     trainable_parameters = sum(p.numel() for p in trainable)
     trainable_bytes = sum(tensor_bytes(p) for p in trainable)
