@@ -31,7 +31,7 @@ EXCLUDED = {"estimator-test/tiny-llama-mismatch": "declares a tensor shape its c
 def stand_in_checkpoints() -> list:
     from estimator.bnb_table import Checkpoint
     from estimator.stored import tensors_from_shapes
-    from tests.hub_repos import _load_shapes, load_repos
+    from tests.hub_repos import load_repos, load_shapes
 
     repos, _ = load_repos()
     checkpoints, seen = [], set()
@@ -43,7 +43,7 @@ def stand_in_checkpoints() -> list:
         if not isinstance(config.get("architectures"), list):
             continue  # timm and diffusers repos: no bitsandbytes rows
         seen.add(shapes)
-        checkpoints.append(Checkpoint(name=repo.id, config=config, tensors=tensors_from_shapes(_load_shapes(shapes))))
+        checkpoints.append(Checkpoint(name=repo.id, config=config, tensors=tensors_from_shapes(load_shapes(shapes))))
     return sorted(checkpoints, key=lambda c: c.name)
 
 

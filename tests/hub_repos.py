@@ -149,7 +149,8 @@ class Repo:
         return None
 
 
-def _load_shapes(name: str) -> dict[str, list[Any]]:
+def load_shapes(name: str) -> dict[str, list[Any]]:
+    """A repo's tensor table, ``{name: [DTYPE, shape]}`` (tests/hub_data/shapes/<name>.json)."""
     return json.loads((DATA_DIR / "shapes" / f"{name}.json").read_text())
 
 
@@ -175,7 +176,7 @@ def load_repo(meta: dict[str, Any]) -> Repo:
                 repo.files[rel] = RepoFile(path=rel, size=len(data), data=data)
     kind = meta.get("safetensors")
     if kind:
-        tensors = _load_shapes(meta.get("shapes", repo_id.replace("/", "__")))
+        tensors = load_shapes(meta.get("shapes", repo_id.replace("/", "__")))
         repo.param_counts = _count(tensors)
         if kind == "single":
             repo.files["model.safetensors"] = safetensors_file("model.safetensors", tensors, repo_id)
