@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import hub_env, start_hub_process, stop_hub_process  # noqa: E402
+from testkit.hub_process import hub_env, start_hub_process, stop_hub_process  # noqa: E402
 
 MODELS = ["bert-base-cased", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B"]
 BIN = Path(sys.executable).parent

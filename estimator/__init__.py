@@ -37,7 +37,7 @@ __version__ = "0.1.0"
 
 # These three need torch at import; they load on first use so `import estimator` stays light
 # (the CLI answers a safetensors repo without importing torch at all).
-_LAZY = {"estimate_module": "estimator.module", "summarize": "estimator.summary", "MemTracker": "estimator.tracker"}
+_LAZY = {"estimate_module": "estimator.modules.estimate", "summarize": "estimator.modules.summary", "MemTracker": "estimator.modules.tracker"}
 
 
 def __getattr__(name: str) -> object:

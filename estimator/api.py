@@ -3,102 +3,23 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from estimator import gguf, hub
 from estimator.cache import LRUCache
-from estimator.errors import HubError, UnsupportedError
-from estimator.limits import check_config
-from estimator.options import Device, DType, Library, Mode, Optimizer, parse_dtypes, positive_int
-from estimator.reference import parse_reference
-from estimator.resolve import Resolved, resolve_hub, resolve_local
+from estimator.errors import HubError
+from estimator.load import gguf
+from estimator.options import DType, Library, Mode, Options, parse_options
 from estimator.result import Estimate, Row
+from estimator.source import hub
+from estimator.source.limits import check_config
+from estimator.source.reference import parse_reference
+from estimator.source.resolve import Resolved, resolve_hub, resolve_local
 
 logger = logging.getLogger(__name__)
 
 _CACHE: LRUCache[Estimate] = LRUCache(maxsize=256)
 STORED_DTYPES = {DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16, DType.INT8, DType.INT4}
-
-
-@dataclass(frozen=True)
-class Options:
-    """Every option, parsed and validated once."""
-
-    library: Library
-    dtypes: tuple[DType, ...]
-    mode: Mode
-    device: Device
-    optimizer: Optimizer
-    batch_size: int
-    seq_len: int | None
-    image_size: int | None
-    max_new_tokens: int
-    pure_16bit: bool
-    gradient_checkpointing: bool
-    lora_rank: int | None
-    lora_targets: tuple[str, ...] | None
-    gpu: str | None
-    trust_remote_code: bool
-
-    def shaping(self, revision: str | None) -> dict[str, Any]:
-        """The options that shaped the result, by CLI name ('-' -> '_'), for ``Estimate.options``."""
-        shaped: dict[str, Any] = {
-            "library": self.library.value,
-            "dtypes": [d.value for d in self.dtypes],
-            "mode": self.mode.value,
-            "revision": revision,
-            "trust_remote_code": self.trust_remote_code,
-        }
-        if self.mode is not Mode.LOAD:
-            from estimator.peakrows import DEFAULT_SEQ_LEN
-
-            shaped.update(batch_size=self.batch_size, seq_len=self.seq_len or DEFAULT_SEQ_LEN, image_size=self.image_size, device=self.device.value)
-        if self.mode is Mode.INFERENCE:
-            shaped["max_new_tokens"] = self.max_new_tokens
-        if self.mode is Mode.TRAINING:
-            shaped.update(optimizer=self.optimizer.value, pure_16bit=self.pure_16bit, gradient_checkpointing=self.gradient_checkpointing)
-        return shaped
-
-    def key(self) -> tuple[Any, ...]:
-        return tuple(sorted((k, str(v)) for k, v in self.__dict__.items()))
-
-
-def parse_options(
-    *, library: str = "auto", dtypes: Any = None, mode: str = "load", device: str = "cuda", optimizer: str = "adamw",
-    batch_size: Any = 1, seq_len: Any = None, image_size: Any = None, max_new_tokens: Any = 0, pure_16bit: bool = False,
-    gradient_checkpointing: bool = False, lora_rank: Any = None, lora_targets: Any = None, gpu: str | None = None,
-    trust_remote_code: bool = False,
-) -> Options:
-    options = Options(
-        library=Library.parse(library, option="library"),  # type: ignore[arg-type]
-        dtypes=parse_dtypes(dtypes),
-        mode=Mode.parse(mode, option="mode"),  # type: ignore[arg-type]
-        device=Device.parse(device, option="device"),  # type: ignore[arg-type]
-        optimizer=Optimizer.parse(optimizer, option="optimizer"),  # type: ignore[arg-type]
-        batch_size=positive_int(batch_size, option="batch-size", maximum=1 << 20),
-        seq_len=None if seq_len is None else positive_int(seq_len, option="seq-len", maximum=1 << 24),
-        image_size=None if image_size is None else positive_int(image_size, option="image-size", maximum=1 << 16),
-        max_new_tokens=positive_int(max_new_tokens, option="max-new-tokens", minimum=0, maximum=1 << 24),
-        pure_16bit=bool(pure_16bit),
-        gradient_checkpointing=bool(gradient_checkpointing),
-        lora_rank=None if lora_rank is None else positive_int(lora_rank, option="lora-rank", maximum=1 << 16),
-        lora_targets=None if not lora_targets else tuple(str(lora_targets).split(",")) if isinstance(lora_targets, str) else tuple(lora_targets),
-        gpu=gpu or None,
-        trust_remote_code=bool(trust_remote_code),
-    )
-    unsupported = []
-    if options.lora_rank is not None:
-        unsupported.append("--lora-rank")
-    if options.gpu is not None:
-        unsupported.append("--gpu")
-    if unsupported:
-        raise UnsupportedError(f"{', '.join(unsupported)} is not available yet.")
-    if options.mode is Mode.TRAINING:
-        from estimator.peakrows import check_supported
-
-        check_supported(options)
-    return options
 
 
 def estimate(
@@ -123,7 +44,7 @@ def estimate(
     )
     ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
     if ref.path is not None:
-        resolved = resolve_local(ref, options.library)
+        resolved = resolve_local(ref, options.load.library)
         return _estimate_resolved(resolved, options, cross_check=cross_check, token=token)
 
     assert ref.repo_id is not None
@@ -134,18 +55,18 @@ def estimate(
         if fallback is None:
             raise
         return fallback
-    key = (info.id or ref.repo_id, info.sha, options.key(), cross_check)
+    key = (info.id or ref.repo_id, info.sha, options, cross_check)
     cached = _CACHE.get(key) if info.sha else None
     if cached is not None:
         logger.debug("cache hit for %s@%s", ref.repo_id, info.sha)
         return cached
     files = tuple(s.rfilename for s in (info.siblings or []))
-    if options.library is Library.AUTO and gguf.is_gguf_only(files):
+    if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
         result = gguf.gguf_estimate(info, options=options.shaping(info.sha), token=token, timeout=timeout)
         if info.sha:
             _CACHE.put(key, result)
         return result
-    resolved = resolve_hub(ref, options.library, token=token, timeout=timeout, info=info)
+    resolved = resolve_hub(ref, options.load.library, token=token, timeout=timeout, info=info)
     result = _estimate_resolved(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
     if info.sha:
         _CACHE.put(key, result)
@@ -163,12 +84,12 @@ def _from_catalog(repo_id: str, revision: str | None, options: Options) -> Estim
     None when the catalog lacks the repo or holds another revision than the one asked for. The
     answer is not cached, so the next call tries the Hub again.
     """
-    from estimator.catalog import catalog_entry, catalog_lookup, catalog_note
+    from estimator.source.catalog import catalog_entry, catalog_lookup, catalog_note
 
     entry = catalog_entry(repo_id)
     if entry is None or revision not in (None, "main", entry.revision):
         return None
-    resolved = catalog_lookup(repo_id, options.library)
+    resolved = catalog_lookup(repo_id, options.load.library)
     if resolved is None:
         return None
     logger.info("the Hub could not be reached; answering %s from the bundled catalog", repo_id)
@@ -181,17 +102,17 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
     check_config(resolved.config, model=resolved.name)
     rows: tuple[Row, ...] | None = None
     if resolved.source == "hub" and options.mode is Mode.LOAD and set(options.dtypes) <= STORED_DTYPES:
-        from estimator import loadrows
+        from estimator.load import rows as loadrows
 
-        rows = loadrows.stored_rows(resolved, options, token=token, timeout=timeout, cross_check=cross_check)
+        rows = loadrows.stored_rows(resolved, options.load, token=token, timeout=timeout, cross_check=cross_check)
     if rows is None and options.mode is not Mode.LOAD:
-        from estimator.peakrows import peak_rows
+        from estimator.peak.rows import peak_rows
 
-        rows = peak_rows(resolved, options)
+        rows = peak_rows(resolved, options.load, options.work, options.hardware)
     if rows is None:
-        from estimator import loadrows
+        from estimator.load import rows as loadrows
 
-        rows = loadrows.built_rows(resolved, options)
+        rows = loadrows.built_rows(resolved, options.load)
     return Estimate(
         model=resolved.name,
         revision=resolved.revision,

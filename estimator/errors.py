@@ -20,12 +20,35 @@
         ├── HubTimeoutError             no answer within the timeout
         └── HubRateLimitedError         HTTP 429
 
-Each error carries structured fields (``model_id``, ``revision``) and a message that says
-what to do. ``user_message`` in :mod:`estimator.messages` is the one place that turns any
-exception into the line a user sees. Tokens never appear in these messages.
+Each error carries structured fields (``model_id``, ``revision``, ``option``) and a message that
+says what to do. Where the message names an option a user can set (``seq_len``, ``token``,
+``trust_remote_code``), it holds an :class:`Option` rather than a spelling: each adapter words it
+for its own user (the CLI says ``--seq-len``, the page names the form's field) through
+:meth:`EstimatorError.worded`; ``str(exc)`` and ``exc.message`` use the contract's flag names.
+``user_message`` in :mod:`estimator.messages` is the one place that turns any exception into the
+line a user sees. Tokens never appear in these messages.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Option:
+    """An option named inside an error message, by its Python keyword (``seq_len``, ``token``)."""
+
+    name: str
+
+
+Message = str | Sequence[str | Option]
+OptionWording = Callable[[Option], str]
+
+
+def flag(option: Option) -> str:
+    """The contract's spelling of an option: its CLI flag (``seq_len`` -> ``--seq-len``)."""
+    return "--" + option.name.replace("_", "-")
 
 
 class EstimatorError(Exception):
@@ -33,11 +56,18 @@ class EstimatorError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, model_id: str | None = None, revision: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: Message, *, model_id: str | None = None, revision: str | None = None, option: str | None = None) -> None:
+        self.parts: tuple[str | Option, ...] = (message,) if isinstance(message, str) else tuple(message)
+        named = [part.name for part in self.parts if isinstance(part, Option)]
+        self.option = option if option is not None else (named[0] if named else None)
         self.model_id = model_id
         self.revision = revision
+        self.message = self.worded(flag)
+        super().__init__(self.message)
+
+    def worded(self, option: OptionWording) -> str:
+        """The message with every :class:`Option` spelled by ``option`` (an adapter's wording)."""
+        return "".join(part if isinstance(part, str) else option(part) for part in self.parts)
 
     def __str__(self) -> str:
         return self.message
@@ -125,6 +155,7 @@ __all__ = [
     "MalformedConfigError",
     "ModelNotFoundError",
     "NoConfigError",
+    "Option",
     "RemoteCodeRequiredError",
     "RevisionNotFoundError",
     "UnknownArchitectureError",

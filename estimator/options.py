@@ -1,22 +1,35 @@
 """The closed vocabularies of the estimator, parsed once at the boundary.
 
 Every option the CLI, the app and the Python API accept is one of these enums; parsing
-raises :class:`~estimator.errors.BadOptionError` with the accepted values in the message.
+raises :class:`~estimator.errors.BadOptionError` whose ``option`` field names the option (worded
+by each adapter) and whose message lists the accepted values.
+
+The request is built from them here too, once, by :func:`parse_options`: an :class:`Options` made
+of a few small typed values, each handed only to the stage it shapes — :class:`LoadSpec` (what to
+load: library, dtypes, whether a repo's code may run) to the source, build and load stages;
+:class:`WorkSpec` (mode, :class:`InputShape`, :class:`TrainingSpec`) to the peak stage;
+:class:`HardwareSpec` (device, GPU) to the peak and fit stages. Combinations this version cannot
+answer are refused here, before any work (:func:`check_supported`).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from estimator.errors import BadOptionError
+from estimator.errors import BadOptionError, Option, UnsupportedError
+
+_C = TypeVar("_C", bound="_Choice")
 
 
 class _Choice(str, enum.Enum):
     """A str-valued enum whose ``parse`` names the accepted values on failure."""
 
     @classmethod
-    def parse(cls, value: object, *, option: str) -> _Choice:
+    def parse(cls: type[_C], value: object, *, option: str) -> _C:
+        """The member spelled ``value`` (case and ``-``/``_`` ignored); ``option`` is the keyword it came from."""
         if isinstance(value, cls):
             return value
         text = str(value).strip().lower().replace("_", "-")
@@ -24,7 +37,7 @@ class _Choice(str, enum.Enum):
             if text in (member.value, member.value.replace("_", "-")):
                 return member
         choices = ", ".join(m.value for m in cls)
-        raise BadOptionError(f"--{option} must be one of {choices}; got {value!r}.")
+        raise BadOptionError([Option(option), f" must be one of {choices}; got {value!r}."])
 
     def __str__(self) -> str:
         return self.value
@@ -110,22 +123,184 @@ def parse_dtypes(values: str | Iterable[str | DType] | None) -> tuple[DType, ...
     for value in values:
         for part in str(value).replace(",", " ").split():
             dtype = DType.parse(part, option="dtypes")
-            assert isinstance(dtype, DType)
             if dtype not in parsed:
                 parsed.append(dtype)
     if not parsed:
-        raise BadOptionError("--dtypes needs at least one of float32, float16, bfloat16, float8, int8, int4.")
+        raise BadOptionError([Option("dtypes"), " needs at least one of float32, float16, bfloat16, float8, int8, int4."])
     return tuple(parsed)
 
 
 def positive_int(value: object, *, option: str, minimum: int = 1, maximum: int = 1 << 40) -> int:
     """Parse an integer option within [minimum, maximum]; booleans and floats with a fraction are refused."""
     if isinstance(value, bool):
-        raise BadOptionError(f"--{option} must be an integer; got {value!r}.")
+        raise BadOptionError([Option(option), f" must be an integer; got {value!r}."])
     try:
         number = int(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
-        raise BadOptionError(f"--{option} must be an integer; got {value!r}.") from None
+        raise BadOptionError([Option(option), f" must be an integer; got {value!r}."]) from None
     if not minimum <= number <= maximum:
-        raise BadOptionError(f"--{option} must be between {minimum} and {maximum:,}; got {number:,}.")
+        raise BadOptionError([Option(option), f" must be between {minimum} and {maximum:,}; got {number:,}."])
     return number
+
+
+DEFAULT_SEQ_LEN = 512  # tokens, when a text model's workload gives no seq_len
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """The load question: which library builds the model, the dtype of each row, and whether a repo's code may run."""
+
+    library: Library = Library.AUTO
+    dtypes: tuple[DType, ...] = DEFAULT_DTYPES
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class InputShape:
+    """The inputs of one step: batch, sequence length (text) or image size (vision), tokens to generate."""
+
+    batch_size: int = 1
+    seq_len: int | None = None  # None: DEFAULT_SEQ_LEN for text models
+    image_size: int | None = None  # None: the model's own (its config or pretrained config)
+    max_new_tokens: int = 0
+
+    @property
+    def text_len(self) -> int:
+        return self.seq_len or DEFAULT_SEQ_LEN
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """How a training step is run."""
+
+    optimizer: Optimizer = Optimizer.ADAMW
+    pure_16bit: bool = False
+    gradient_checkpointing: bool = False
+    lora_rank: int | None = None
+    lora_targets: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class WorkSpec:
+    """The workload: load only, an inference step, or a training step, and its shape."""
+
+    mode: Mode = Mode.LOAD
+    shape: InputShape = InputShape()
+    training: TrainingSpec = TrainingSpec()
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """Where it runs: the device whose kernels are modelled, and a GPU to fit on."""
+
+    device: Device = Device.CUDA
+    gpu: str | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every option of a request, parsed and validated once; hashable, so it is its own cache key."""
+
+    load: LoadSpec = LoadSpec()
+    work: WorkSpec = WorkSpec()
+    hardware: HardwareSpec = HardwareSpec()
+
+    @property
+    def mode(self) -> Mode:
+        return self.work.mode
+
+    @property
+    def dtypes(self) -> tuple[DType, ...]:
+        return self.load.dtypes
+
+    def shaping(self, revision: str | None) -> dict[str, Any]:
+        """The options that shaped the result, by CLI name ('-' -> '_'), for ``Estimate.options``."""
+        load, work, shape, training = self.load, self.work, self.work.shape, self.work.training
+        shaped: dict[str, Any] = {
+            "library": load.library.value,
+            "dtypes": [d.value for d in load.dtypes],
+            "mode": work.mode.value,
+            "revision": revision,
+            "trust_remote_code": load.trust_remote_code,
+        }
+        if work.mode is not Mode.LOAD:
+            shaped.update(batch_size=shape.batch_size, seq_len=shape.text_len, image_size=shape.image_size, device=self.hardware.device.value)
+        if work.mode is Mode.INFERENCE:
+            shaped["max_new_tokens"] = shape.max_new_tokens
+        if work.mode is Mode.TRAINING:
+            shaped.update(optimizer=training.optimizer.value, pure_16bit=training.pure_16bit, gradient_checkpointing=training.gradient_checkpointing)
+        return shaped
+
+
+def _targets(value: object) -> tuple[str, ...] | None:
+    if not value:
+        return None
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip()) or None
+    if isinstance(value, Iterable):
+        return tuple(str(part) for part in value)
+    raise BadOptionError([Option("lora_targets"), f" must be module names separated by commas; got {value!r}."])
+
+
+def parse_options(
+    *, library: object = "auto", dtypes: Any = None, mode: object = "load", device: object = "cuda", optimizer: object = "adamw",
+    batch_size: object = 1, seq_len: object = None, image_size: object = None, max_new_tokens: object = 0, pure_16bit: bool = False,
+    gradient_checkpointing: bool = False, lora_rank: object = None, lora_targets: object = None, gpu: str | None = None,
+    trust_remote_code: bool = False,
+) -> Options:
+    """The keywords of :func:`estimator.estimate`, parsed into :class:`Options` and checked once."""
+    options = Options(
+        load=LoadSpec(
+            library=Library.parse(library, option="library"),
+            dtypes=parse_dtypes(dtypes),
+            trust_remote_code=bool(trust_remote_code),
+        ),
+        work=WorkSpec(
+            mode=Mode.parse(mode, option="mode"),
+            shape=InputShape(
+                batch_size=positive_int(batch_size, option="batch_size", maximum=1 << 20),
+                seq_len=None if seq_len is None else positive_int(seq_len, option="seq_len", maximum=1 << 24),
+                image_size=None if image_size is None else positive_int(image_size, option="image_size", maximum=1 << 16),
+                max_new_tokens=positive_int(max_new_tokens, option="max_new_tokens", minimum=0, maximum=1 << 24),
+            ),
+            training=TrainingSpec(
+                optimizer=Optimizer.parse(optimizer, option="optimizer"),
+                pure_16bit=bool(pure_16bit),
+                gradient_checkpointing=bool(gradient_checkpointing),
+                lora_rank=None if lora_rank is None else positive_int(lora_rank, option="lora_rank", maximum=1 << 16),
+                lora_targets=_targets(lora_targets),
+            ),
+        ),
+        hardware=HardwareSpec(device=Device.parse(device, option="device"), gpu=gpu or None),
+    )
+    check_supported(options)
+    return options
+
+
+def _joined(options: list[list[str | Option]]) -> list[str | Option]:
+    parts: list[str | Option] = []
+    for i, words in enumerate(options):
+        parts += ([", "] if i else []) + words
+    return parts
+
+
+def check_supported(options: Options) -> None:
+    """Refuse, before any work, the options this version cannot answer (with what to use instead)."""
+    unavailable: list[list[str | Option]] = []
+    if options.work.training.lora_rank is not None:
+        unavailable.append([Option("lora_rank")])
+    if options.hardware.gpu is not None:
+        unavailable.append([Option("gpu")])
+    if unavailable:
+        raise UnsupportedError([*_joined(unavailable), " is not available yet."])
+    if options.mode is Mode.TRAINING:
+        training = options.work.training
+        refused: list[list[str | Option]] = []
+        if training.optimizer is not Optimizer.ADAMW:
+            refused.append([Option("optimizer"), f" {training.optimizer.value}"])
+        if training.gradient_checkpointing:
+            refused.append([Option("gradient_checkpointing")])
+        if refused:
+            raise UnsupportedError(
+                [*_joined(refused), " is not simulated yet; training is simulated with full AdamW (", Option("optimizer"), " adamw)."]
+            )

@@ -11,7 +11,8 @@ import sys
 import time
 from collections import Counter
 
-from estimator import api, estimate, hub
+from estimator import api, estimate
+from estimator.source import hub
 from estimator.messages import user_message
 
 CALLS: Counter[str] = Counter()

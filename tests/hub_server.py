@@ -103,11 +103,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-try:
-    from tests import hub_discussions, hub_repos
-except ImportError:  # run as a plain script from tests/
-    import hub_discussions  # type: ignore[no-redef]
-    import hub_repos  # type: ignore[no-redef]
+if __package__ in (None, ""):  # run as a plain script (python tests/hub_server.py): the repo root on the path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from testkit import hub_repos  # noqa: E402  (after the path fix above)
+from tests import hub_discussions  # noqa: E402
 
 TOKENS: dict[str, dict[str, Any]] = {
     "hf_standin_user": {"name": "standin-user", "role": "write", "approved": True},

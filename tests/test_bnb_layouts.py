@@ -1,6 +1,6 @@
 """int8 / int4 rows from safetensors headers without torch: the bitsandbytes layout table.
 
-Truth is the meta-build path (:func:`estimator.bnb.quantized_bytes`, checked against real bitsandbytes
+Truth is the meta-build path (:func:`estimator.quant.bnb.quantized_bytes`, checked against real bitsandbytes
 allocations in ``test_quant_bnb.py``, which also checks a table made from a checkpoint's headers
 against the real quantized load of that checkpoint, for Llama, BERT, GPT-2 and T5).
 """
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from estimator.bnb import BnbScheme
-from estimator.bnb_stored import layout_key, load_table, pattern, stored_quantized_bytes
-from estimator.stored import StoredTensor, tensors_from_shapes
-from tests.conftest import REPO_ROOT, hub_env
+from estimator.quant.bnb import BnbScheme
+from estimator.quant.bnb_stored import layout_key, load_table, pattern, stored_quantized_bytes
+from estimator.source.stored import StoredTensor, tensors_from_shapes
+from testkit.hub_process import REPO_ROOT, hub_env
 from tests.test_hub_estimates import DATA, drive, shapes
 
 LLAMA = "meta-llama/Llama-3.1-8B"
@@ -39,7 +39,7 @@ def _tensors(repo: str) -> list[StoredTensor]:
 
 def test_committed_table_is_what_transformers_gives_and_answers_every_stand_in_checkpoint() -> None:
     """Regenerate the table with transformers' loading code: same file, every checkpoint equal to the meta build."""
-    result = subprocess.run([sys.executable, "scripts/make_bnb_layouts.py", "--check"], check=False, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    result = subprocess.run([sys.executable, "tools/make_bnb_layouts.py", "--check"], check=False, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     checks = [line for line in result.stdout.splitlines() if " table " in line]
     assert len(checks) >= 3 * 15
@@ -52,7 +52,7 @@ def _unfilled_bytes(repo: str) -> int:
     import torch
 
     from estimator.build import build_transformers
-    from estimator.weights import tensor_bytes, unique_tensors
+    from estimator.build.weights import tensor_bytes, unique_tensors
 
     model = build_transformers(_config(repo), torch.float16, model=repo)
     stored = set(shapes(repo))
@@ -82,7 +82,7 @@ def test_default_dtypes_need_no_torch_and_a_table_miss_builds_the_model(hub_serv
     code = (
         "import sys, json\n"
         "from estimator import estimate\n"
-        "import estimator.bnb_stored as table\n"
+        "import estimator.quant.bnb_stored as table\n"
         f"answered = estimate({LLAMA!r})\n"
         "print(json.dumps([[r.method for r in answered.rows], 'torch' in sys.modules, 'transformers' in sys.modules]))\n"
         "table.load_table = lambda: {}\n"

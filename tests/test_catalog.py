@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from estimator import api, hub
-from estimator.catalog import (
+from estimator import api
+from estimator.source import hub
+from estimator.source.catalog import (
     catalog_entry,
     catalog_ids,
     catalog_index,
@@ -106,7 +107,7 @@ def test_catalog_pipeline_and_sentence_transformer(unreachable: list[str]) -> No
 
 def test_index_lists_every_bundled_file() -> None:
     index = catalog_index()
-    data = ROOT / "estimator" / "catalog" / "data"
+    data = ROOT / "estimator" / "source" / "catalog" / "data"
     listed = {f"{repo.replace('/', '__')}/{name}" for repo, entry in index["models"].items() for name in entry["files"]}
     on_disk = {str(p.relative_to(data)) for p in data.rglob("*.json") if p.name != "index.json"}
     assert listed == on_disk
@@ -127,5 +128,5 @@ def test_exact_entries_are_byte_copies_of_the_fixtures() -> None:
         if entry.reconstructed and not folder.is_dir():
             continue  # reconstructed here from published hyper-parameters (bert-base-uncased)
         for name in entry.files:
-            bundled = ROOT / "estimator" / "catalog" / "data" / entry.folder / name
+            bundled = ROOT / "estimator" / "source" / "catalog" / "data" / entry.folder / name
             assert bundled.read_bytes() == (folder / name).read_bytes(), f"{repo}/{name}"

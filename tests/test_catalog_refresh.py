@@ -1,4 +1,4 @@
-"""scripts/refresh_catalog.py against the Hub stand-in (skipped where the stand-in is not in the tree)."""
+"""tools/refresh_catalog.py against the Hub stand-in (skipped where the stand-in is not in the tree)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "estimator" / "catalog" / "data"
+DATA = ROOT / "estimator" / "source" / "catalog" / "data"
 
 
 

@@ -81,7 +81,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, config: object, args: 
 
 def test_absurd_size_is_refused_before_building() -> None:
     from estimator.errors import AbsurdSizeError
-    from estimator.limits import check_config
+    from estimator.source.limits import check_config
 
     started = time.perf_counter()
     with pytest.raises(AbsurdSizeError, match="far beyond any real model"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.compat import SizeEstimator
+from estimator.modules.compat import SizeEstimator
 from estimator.errors import BadOptionError
-from estimator.module import estimate_module
+from estimator.modules.estimate import estimate_module
 from tests.test_module_ground_truth import PoolModel, ReadmeModel, measured_peak, old_size_estimator
 
 

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from estimator.compat import summary, summary_string
-from estimator.module import estimate_module
+from estimator.modules.compat import summary, summary_string
+from estimator.modules.estimate import estimate_module
 
 
 class Davenet(nn.Module):

@@ -18,13 +18,13 @@ import torch
 import transformers
 
 from estimator import estimate
-from estimator.components import pipeline_parts
+from estimator.load.pipelines import pipeline_parts
 from estimator.options import DType, Library
-from estimator.reference import parse_reference
-from estimator.resolve import resolve_local
-from tests.truth import storage_bytes
+from estimator.source.reference import parse_reference
+from estimator.source.resolve import resolve_local
+from testkit.truth import storage_bytes
 
-FIXTURES = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data" / "stabilityai__stable-diffusion-xl-base-1.0"
+FIXTURES = Path(__file__).resolve().parents[1] / "estimator" / "source" / "catalog" / "data" / "stabilityai__stable-diffusion-xl-base-1.0"
 
 
 def _small_sdxl(root: Path) -> dict[str, torch.nn.Module]:

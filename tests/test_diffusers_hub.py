@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "estimator" / "catalog" / "data"
+CATALOG = ROOT / "estimator" / "source" / "catalog" / "data"
 
 SCRIPT = r"""
 import json, sys
@@ -64,7 +64,7 @@ def test_hub_transformers_int_rows(hub_server: str, tmp_path: Path) -> None:
     import torch
 
     from estimator.build import build_transformers
-    from tests.truth import unsaved_bytes
+    from testkit.truth import unsaved_bytes
 
     model = build_transformers(json.loads((CATALOG / "meta-llama__Llama-3.1-8B" / "config.json").read_text()), torch.float16, model="llama")
     unsaved = unsaved_bytes(model)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from estimator import estimate
-from tests.truth import storage_bytes
+from testkit.truth import storage_bytes
 
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256}
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, hub_env
+from testkit.hub_process import REPO_ROOT, hub_env
 
 DATA = Path(__file__).parent / "hub_data"
 USER, UNAPPROVED = "hf_standin_user", "hf_standin_unapproved"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, hub_env, start_hub_process, stop_hub_process
+from testkit.hub_process import REPO_ROOT, hub_env, start_hub_process, stop_hub_process
 from tests.hub_server import HubStandIn
 
 DATA = REPO_ROOT / "tests" / "hub_data"

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from estimator.errors import BadOptionError, InputError
-from estimator.module import estimate_module, first_tensor, parse_input_sizes
+from estimator.modules.estimate import estimate_module, first_tensor, parse_input_sizes
 
 KEYS = {"weights", "gradients", "optimizer_states", "activations", "temporaries", "kv_cache", "inputs"}
 

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from estimator.module import estimate_module
-from tests.truth import allocated_peak, trace_events
+from estimator.modules.estimate import estimate_module
+from testkit.truth import allocated_peak, trace_events
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 2**20

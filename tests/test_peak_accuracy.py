@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.peak_cases import CASES
-from tests.peak_pool import run_all
+from testkit.peak_cases import CASES
+from testkit.peak_pool import run_all
 
 MODES = ["training", "inference"]
 TOLERANCE = 0.02

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from testkit.hub_process import REPO_ROOT
 
 SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256}
 CASES = {
@@ -37,7 +37,7 @@ def test_cli_peak_within_2_percent_of_the_allocator(case: str, mode: str, tmp_pa
     ours = run("-m", "estimator", str(tmp_path), "--mode", mode, "--device", "cpu", "--dtypes", "float32", "--format", "json", *options)
     assert ours.returncode == 0, ours.stderr
     row = json.loads(ours.stdout)["rows"][0]
-    truth = run("-m", "tests.peak_truth", case, mode)
+    truth = run("-m", "testkit.peak_truth", case, mode)
     assert truth.returncode == 0, truth.stderr
     measured = json.loads(truth.stdout.strip().splitlines()[-1])["peak_bytes"]
     assert row["method"] == "simulated" and sum(row["components"].values()) == row["peak_bytes"]

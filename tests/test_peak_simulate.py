@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.peak import Component, PeakResult, simulate_peak
 from estimator.peak.cuda_sdpa import choose_backend
-from tests.peak_cases import CASES
+from testkit.peak_cases import CASES
 
 
 def _run(case: str, **kw: object) -> PeakResult:

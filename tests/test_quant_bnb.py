@@ -17,18 +17,18 @@ import torch
 import transformers
 
 from estimator import estimate
-from estimator.bnb import (
+from estimator.quant.bnb import (
     BnbScheme,
     int4_weight_bytes,
     int8_weight_bytes,
     quantized_bytes,
 )
-from estimator.bnb_table import SAVED
-from estimator.loadrows import build
+from tools.bnb_table import SAVED
+from estimator.load.rows import build
 from estimator.options import DType, Library
-from estimator.reference import ModelRef
-from estimator.resolve import Resolved
-from tests.truth import unsaved_bytes
+from estimator.source.reference import ModelRef
+from estimator.source.resolve import Resolved
+from testkit.truth import unsaved_bytes
 
 
 def _walk(obj: Any, storages: dict[int, int], seen: set[int]) -> None:
@@ -159,7 +159,7 @@ def test_one_layer_layout_equals_bitsandbytes(out_features: int, in_features: in
 
 def _header_tensors(path: Path) -> list[Any]:
     """The checkpoint's tensors as its safetensors header lists them (what the Hub path reads)."""
-    from estimator.bnb_table import header_tensors
+    from tools.bnb_table import header_tensors
 
     return header_tensors(path / "model.safetensors")
 
@@ -169,7 +169,7 @@ def test_prequantized_checkpoint_row_equals_its_real_load(checkpoints: dict[str,
     """A checkpoint saved after bitsandbytes quantization: the stored row equals what loading it allocates."""
     import json
 
-    from estimator.loadrows import _prequantized_row
+    from estimator.load.rows import _prequantized_row
 
     path = checkpoints["llama"]
     quantized = transformers.LlamaForCausalLM.from_pretrained(path, quantization_config=_bnb_config(scheme), dtype=torch.float16, device_map="cpu")
@@ -203,8 +203,8 @@ def test_header_table_answer_equals_real_bitsandbytes_allocation(checkpoints: di
     """The torch-free path: a layout table made from the checkpoint's headers, then the headers answered from it."""
     import json
 
-    from estimator.bnb_stored import stored_quantized_bytes
-    from estimator.bnb_table import Checkpoint, make_table
+    from estimator.quant.bnb_stored import stored_quantized_bytes
+    from tools.bnb_table import Checkpoint, make_table
 
     path = checkpoints[name]
     config = json.loads((path / "config.json").read_text())
@@ -224,8 +224,8 @@ def test_header_table_answer_equals_real_bitsandbytes_allocation(checkpoints: di
 def test_every_saved_architecture_of_the_table_equals_real_bitsandbytes(tmp_path: Path, model_type: str) -> None:
     """Each architecture the table learns from a transformers save: tiny untied and tied models, saved,
     answered from their headers, and loaded with real bitsandbytes on CPU (MoE experts included)."""
-    from estimator.bnb_stored import stored_quantized_bytes
-    from estimator.bnb_table import make_table, saved_by_transformers
+    from estimator.quant.bnb_stored import stored_quantized_bytes
+    from tools.bnb_table import make_table, saved_by_transformers
 
     checkpoints = saved_by_transformers(tmp_path, [model_type])
     table, _ = make_table(checkpoints, transformers.__version__)

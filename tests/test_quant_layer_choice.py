@@ -17,10 +17,10 @@ import pytest
 import torch
 import transformers
 
-from estimator.bnb import bnb_targets
+from estimator.quant.bnb import bnb_targets
 from estimator.build.diffusers_models import Component, build_component
 
-SDXL = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data" / "stabilityai__stable-diffusion-xl-base-1.0"
+SDXL = Path(__file__).resolve().parents[1] / "estimator" / "source" / "catalog" / "data" / "stabilityai__stable-diffusion-xl-base-1.0"
 
 
 def _swapped(model: torch.nn.Module) -> set[str]:

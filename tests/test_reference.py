@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from estimator.errors import BadReferenceError, NoConfigError
-from estimator.reference import parse_reference
+from estimator.source.reference import parse_reference
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ import torch
 import transformers
 
 from estimator import estimate
-from tests.truth import storage_bytes
+from testkit.truth import storage_bytes
 
-MINILM = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data" / "sentence-transformers__all-MiniLM-L6-v2"
+MINILM = Path(__file__).resolve().parents[1] / "estimator" / "source" / "catalog" / "data" / "sentence-transformers__all-MiniLM-L6-v2"
 
 
 @pytest.fixture(scope="module")

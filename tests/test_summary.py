@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from estimator.errors import BadOptionError
-from estimator.summary import summarize
+from estimator.modules.summary import summarize
 from tests.test_compat_torchsummary import Davenet
 
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from estimator.tracker import MemTracker, TrackPoint
+from estimator.modules.tracker import MemTracker, TrackPoint
 
 MiB = 2**20
 

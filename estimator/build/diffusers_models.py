@@ -16,17 +16,18 @@ text encoders) with ``cls._from_config(config, dtype=X)`` as in :mod:`.transform
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from estimator.errors import LibraryMissingError, MalformedConfigError, NoConfigError, UnknownArchitectureError
-from estimator.limits import check_config
+from estimator.errors import LibraryMissingError, MalformedConfigError, UnknownArchitectureError
+from estimator.source.configs import SINGLE, read_diffusers
+from estimator.source.limits import check_config
 
-SINGLE = "model"  # the component name of a single-component repo
+__all__ = ["SINGLE", "Component", "build_component", "components", "read_diffusers"]
+
 
 
 @dataclass(frozen=True)
@@ -37,34 +38,6 @@ class Component:
     library: str  # "diffusers", "transformers", or a diffusers pipeline module ("stable_diffusion")
     class_name: str
     config: dict[str, Any]
-
-
-def read_diffusers(read: Callable[[str], Any], *, model: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(config, extra)`` of a diffusers repo from a reader of its JSON files.
-
-    ``config`` is ``model_index.json`` (or the single component's config); ``extra["components"]``
-    maps each weight-holding component to ``{"library", "class", "config"}``.
-    """
-    index = read("model_index.json")
-    if isinstance(index, dict):
-        components: dict[str, Any] = {}
-        for name, value in index.items():
-            if name.startswith("_") or not (isinstance(value, list) and len(value) == 2) or None in value:
-                continue
-            config = read(f"{name}/config.json")
-            if not isinstance(config, dict):
-                continue  # schedulers, tokenizers, feature extractors: no weights
-            components[name] = {"library": str(value[0]), "class": str(value[1]), "config": config}
-        if not components:
-            raise NoConfigError(f"The model_index.json of {model} names no component with a config.json, so there is nothing to build.")
-        return index, {"components": components}
-    config = read("config.json")
-    if not isinstance(config, dict):
-        raise NoConfigError(f"{model} has neither a model_index.json nor a config.json.")
-    class_name = config.get("_class_name")
-    if not isinstance(class_name, str):
-        raise MalformedConfigError(f"The config of {model} has no '_class_name', so diffusers cannot tell what to build.")
-    return config, {"components": {SINGLE: {"library": "diffusers", "class": class_name, "config": config}}}
 
 
 def components(extra: dict[str, Any]) -> tuple[Component, ...]:

@@ -22,49 +22,15 @@ casts only the transformer; the Dense head of a few hundred KiB then stays float
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from estimator.errors import MalformedConfigError, NoConfigError, UnsupportedError
+from estimator.errors import UnsupportedError
+from estimator.source.configs import read_sentence_transformers
 
-_NO_WEIGHTS = {"Pooling", "Normalize", "Dropout"}
-_SUPPORTED = {"Transformer", "Dense", "LayerNorm", "WeightedLayerPooling", *_NO_WEIGHTS}
-
-
-def _kind(module_type: str) -> str:
-    """``sentence_transformers.models.Dense`` (or the 6.x path) -> ``Dense``."""
-    return module_type.rsplit(".", 1)[-1]
-
-
-def read_sentence_transformers(read: Callable[[str], Any], *, model: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(config, extra)``: the Transformer module's config, and ``extra["modules"]`` in order.
-
-    Each module is ``{"name", "kind", "path", "config"}`` (``config`` None for modules without one).
-    """
-    modules = read("modules.json")
-    if not isinstance(modules, list) or not modules:
-        raise NoConfigError(f"{model} has no usable modules.json (a list of modules), so it is not a sentence-transformers model.")
-    listed: list[dict[str, Any]] = []
-    transformer_config: dict[str, Any] | None = None
-    for entry in sorted(modules, key=lambda m: m.get("idx", 0) if isinstance(m, dict) else 0):
-        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
-            raise MalformedConfigError(f"The modules.json of {model} has an entry without a 'type': {entry!r}.")
-        kind = _kind(entry["type"])
-        if kind not in _SUPPORTED:
-            raise UnsupportedError(f"{model} uses the sentence-transformers module {entry['type']}, which is not estimated yet.")
-        path = str(entry.get("path") or "").strip("/")
-        config = None
-        if kind not in _NO_WEIGHTS:
-            config = read(f"{path}/config.json" if path else "config.json")
-            if not isinstance(config, dict):
-                raise NoConfigError(f"The {kind} module of {model} has no {path + '/' if path else ''}config.json.")
-        if kind == "Transformer" and transformer_config is None:
-            transformer_config = config
-        listed.append({"name": str(entry.get("name", entry.get("idx", len(listed)))), "kind": kind, "path": path, "config": config})
-    return transformer_config or {}, {"modules": listed}
+__all__ = ["build_sentence_transformer", "read_sentence_transformers"]
 
 
 def _transformer_class(hf_config: Any) -> type[nn.Module]:

@@ -20,6 +20,7 @@ from torch import nn
 from estimator.errors import (
     LibraryMissingError,
     MalformedConfigError,
+    Option,
     RemoteCodeRequiredError,
     UnknownArchitectureError,
 )
@@ -46,10 +47,10 @@ def transformers_config(config: dict[str, Any], *, model: str, trust_remote_code
     if model_type not in CONFIG_MAPPING:
         if config.get("auto_map"):
             if not trust_remote_code:
-                raise RemoteCodeRequiredError(
+                raise RemoteCodeRequiredError([
                     f"{model} is defined by code in its repo (model_type {model_type!r}); the estimator runs it only "
-                    f"from the command line with --trust-remote-code, after you have read that code."
-                )
+                    "from the command line with ", Option("trust_remote_code"), ", after you have read that code.",
+                ])
             if remote_ref is None:
                 raise RemoteCodeRequiredError(f"{model} needs its repo's code, which cannot be fetched here.")
             return transformers.AutoConfig.from_pretrained(remote_ref, trust_remote_code=True)

@@ -1,6 +1,6 @@
 """Measure the real peak of a case on CPU, in this (fresh) process, with ``torch.profiler``.
 
-``python -m tests.peak_truth CASE MODE`` prints one JSON line: ``peak_bytes``, the maximum
+``python -m testkit.peak_truth CASE MODE`` prints one JSON line: ``peak_bytes``, the maximum
 "Total Allocated" of the profiler's memory events while the work runs (inside a
 ``record_function`` window), and ``peak_bytes_with_build``, the maximum over the whole profile.
 The model is built inside the profiled region, so its weights are in the allocator's total; the
@@ -24,14 +24,14 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tests.truth import allocated_peak, trace_events
+from testkit.truth import allocated_peak, trace_events
 
 _WORK = "peak_work"
 
 
 def measure(case_name: str, mode: str) -> dict[str, int]:
     from estimator.peak.inputs import workload_for
-    from tests.peak_cases import CASES
+    from testkit.peak_cases import CASES
 
     case = CASES[case_name]
     torch.manual_seed(0)

@@ -1,6 +1,6 @@
-"""From a :class:`~estimator.reference.ModelRef` to what the builders need: config, library, source.
+"""From a :class:`~estimator.source.reference.ModelRef` to what the builders need: config, library, source.
 
-Local folders are read from disk; Hub repos through :mod:`estimator.hub` (model info, then the
+Local folders are read from disk; Hub repos through :mod:`estimator.source.hub` (model info, then the
 config at the resolved commit, so a cache key can use the commit sha).
 """
 
@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from estimator import hub
+from estimator.source import hub
 from estimator.errors import MalformedConfigError, NoConfigError
+from estimator.source.configs import read_diffusers, read_sentence_transformers
 from estimator.options import Library
-from estimator.reference import ModelRef
+from estimator.source.reference import ModelRef
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,8 @@ def resolve_files(
     """
     extra: dict[str, Any] = {}
     if library is Library.DIFFUSERS:
-        from estimator.build.diffusers_models import read_diffusers
-
         config, extra = read_diffusers(read, model=ref.display)
     elif library is Library.SENTENCE_TRANSFORMERS:
-        from estimator.build.st_models import read_sentence_transformers
-
         config, extra = read_sentence_transformers(read, model=ref.display)
     else:
         config = read("config.json")

@@ -31,7 +31,7 @@ from estimator.options import DType
 if TYPE_CHECKING:
     from torch import nn
 
-    from estimator.stored import StoredTensor
+    from estimator.source.stored import StoredTensor
 
 INT4_BLOCKSIZE = 64  # Params4bit's default blocksize (one absmax per 64 values)
 NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True) re-quantizes absmax in blocks of 256
@@ -183,7 +183,7 @@ def tensor_sizes(model: nn.Module, scheme: BnbScheme) -> tuple[dict[str, int], d
     Returns the sizes by tensor name (each unique tensor at its first name), the quantized layers
     and the skip list.
     """
-    from estimator.weights import tensor_bytes, unique_tensors
+    from estimator.build.weights import tensor_bytes, unique_tensors
 
     targets, kept = bnb_targets(model)
     sizes: dict[str, int] = {}
@@ -200,7 +200,7 @@ def tensor_sizes(model: nn.Module, scheme: BnbScheme) -> tuple[dict[str, int], d
 
 def quantized_bytes(model: nn.Module, scheme: BnbScheme) -> QuantizedBytes:
     """Bytes of ``model`` (built in float16 on meta) once loaded with bitsandbytes in ``scheme``."""
-    from estimator.weights import largest_layer
+    from estimator.build.weights import largest_layer
 
     tensors, targets, kept = tensor_sizes(model, scheme)
     sizes: dict[str, int] = {}
@@ -263,7 +263,7 @@ def loaded_from_checkpoint(tensors: list[StoredTensor]) -> list[StoredTensor]:
     quant_map, SCB, nested state, offset) keeps float32 whatever dtype the model loads in, so it is
     returned as raw bytes (``U8``); every other tensor is returned as stored.
     """
-    from estimator.stored import SAFETENSORS_ITEMSIZE, StoredTensor
+    from estimator.source.stored import SAFETENSORS_ITEMSIZE, StoredTensor
 
     loaded: list[StoredTensor] = []
     for tensor in tensors:

@@ -1,15 +1,15 @@
-"""Write ``estimator/data/bnb_layouts.json``: which checkpoint tensors bitsandbytes quantizes, per architecture.
+"""Write ``estimator/quant/data/bnb_layouts.json``: which checkpoint tensors bitsandbytes quantizes, per architecture.
 
-    python scripts/make_bnb_layouts.py            # write the table, print the byte checks
-    python scripts/make_bnb_layouts.py --check    # fail if the committed table differs
+    python tools/make_bnb_layouts.py            # write the table, print the byte checks
+    python tools/make_bnb_layouts.py --check    # fail if the committed table differs
 
 The checkpoints are the Hub stand-in's safetensors repos (``tests/hub_data``: real configs, and the
 tensor names and shapes of the real checkpoints' headers, legacy layouts included) and tiny models of
-the architectures in ``estimator.bnb_table.SAVED`` written by transformers' own ``save_pretrained``,
+the architectures in ``tools.bnb_table.SAVED`` written by transformers' own ``save_pretrained``,
 untied and tied. Each is classified with transformers' own loading code on a meta build and then
 answered from the merged table; the answer must equal the meta-build path minus the tensors the
 checkpoint does not fill, to the byte, for int8, int4 and int4 with double quantization
-(:mod:`estimator.bnb_table`), or the script fails. Run it again after upgrading transformers: the
+(:mod:`tools.bnb_table`), or the script fails. Run it again after upgrading transformers: the
 table records the version it was made with and is not used with another.
 """
 
@@ -29,9 +29,9 @@ EXCLUDED = {"estimator-test/tiny-llama-mismatch": "declares a tensor shape its c
 
 
 def stand_in_checkpoints() -> list:
-    from estimator.bnb_table import Checkpoint
-    from estimator.stored import tensors_from_shapes
-    from tests.hub_repos import load_repos, load_shapes
+    from tools.bnb_table import Checkpoint
+    from estimator.source.stored import tensors_from_shapes
+    from testkit.hub_repos import load_repos, load_shapes
 
     repos, _ = load_repos()
     checkpoints, seen = [], set()
@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import transformers
 
-    from estimator.bnb_stored import TABLE_PATH
-    from estimator.bnb_table import make_table, saved_by_transformers
+    from estimator.quant.bnb_stored import TABLE_PATH
+    from tools.bnb_table import make_table, saved_by_transformers
 
     with tempfile.TemporaryDirectory() as folder:
         checkpoints = stand_in_checkpoints() + saved_by_transformers(Path(folder))
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = TABLE_PATH.read_text(encoding="utf-8") if TABLE_PATH.exists() else ""
         if current != text:
-            print(f"{TABLE_PATH.relative_to(ROOT)} is out of date: run python scripts/make_bnb_layouts.py", file=sys.stderr)
+            print(f"{TABLE_PATH.relative_to(ROOT)} is out of date: run python tools/make_bnb_layouts.py", file=sys.stderr)
             return 1
         print("up to date")
         return 0

@@ -1,16 +1,16 @@
-"""Make the bitsandbytes layout table (:mod:`estimator.bnb_stored`) with transformers' own code.
+"""Make the bitsandbytes layout table (:mod:`estimator.quant.bnb_stored`) with transformers' own code.
 
 For one checkpoint (a config and its safetensors headers) the model is built on the meta device in
-float16 as ``from_pretrained`` lays it out (:func:`estimator.loadrows.build`), the layers the
-bitsandbytes quantizer swaps are chosen by transformers (:func:`estimator.bnb.bnb_targets`), and each
+float16 as ``from_pretrained`` lays it out (:func:`estimator.load.rows.build`), the layers the
+bitsandbytes quantizer swaps are chosen by transformers (:func:`estimator.quant.bnb.bnb_targets`), and each
 checkpoint key is renamed as loading renames it (``get_model_conversion_mapping`` and
 ``rename_source_key`` from ``transformers.core_model_loading``). The outcome per key is one code
-(see :mod:`estimator.bnb_stored`). Checkpoints of one architecture merge into one entry; a key seen
+(see :mod:`estimator.quant.bnb_stored`). Checkpoints of one architecture merge into one entry; a key seen
 with two outcomes becomes ``?``.
 
 :func:`make_table` then answers every checkpoint from the merged table and requires, for int8, int4
 and int4 with double quantization, that the answer equal the meta-build path
-(:func:`estimator.bnb.quantized_bytes`) minus the tensors the checkpoint does not fill (non-persistent
+(:func:`estimator.quant.bnb.quantized_bytes`) minus the tensors the checkpoint does not fill (non-persistent
 buffers) to the byte; any difference raises.
 """
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from estimator.bnb import BnbScheme, tensor_sizes
-from estimator.bnb_stored import AMBIGUOUS, DROPPED, layout_key, pattern, stored_quantized_bytes
-from estimator.stored import StoredTensor
+from estimator.quant.bnb import BnbScheme, tensor_sizes
+from estimator.quant.bnb_stored import AMBIGUOUS, DROPPED, layout_key, pattern, stored_quantized_bytes
+from estimator.source.stored import StoredTensor
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,11 @@ def classify(checkpoint: Checkpoint) -> Classified:
     from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
     from transformers.pytorch_utils import Conv1D
 
-    from estimator.loadrows import build
+    from estimator.load.rows import build
     from estimator.options import DType, Library
-    from estimator.reference import parse_reference
-    from estimator.resolve import Resolved
-    from estimator.weights import unique_tensors
+    from estimator.source.reference import parse_reference
+    from estimator.source.resolve import Resolved
+    from estimator.build.weights import unique_tensors
 
     resolved = Resolved(ref=parse_reference(checkpoint.name), source="hub", library=Library.TRANSFORMERS, config=checkpoint.config)
     model = build(resolved, DType.FLOAT16)
@@ -230,7 +230,7 @@ def header_tensors(path: Path) -> list[StoredTensor]:
     """A local safetensors file's tensors as its header lists them (what the Hub path reads over HTTP)."""
     from safetensors import safe_open
 
-    from estimator.stored import tensors_from_shapes
+    from estimator.source.stored import tensors_from_shapes
 
     with safe_open(str(path), framework="pt") as handle:
         pieces = {name: handle.get_slice(name) for name in handle.keys()}  # noqa: SIM118 - safe_open handles are not iterable

@@ -3,7 +3,7 @@
 ``data/index.json`` lists every entry: the Hub ``revision`` its files were taken at (``null``
 where it is not known), the ``library``, the ``files`` bundled (configs only, never weights), and
 whether the entry is ``reconstructed`` from published hyper-parameters rather than copied from the
-Hub. ``data/<org>__<name>/`` holds the files with their repo paths. ``scripts/refresh_catalog.py``
+Hub. ``data/<org>__<name>/`` holds the files with their repo paths. ``tools/refresh_catalog.py``
 rewrites the snapshot from the Hub when a network is available.
 
 An answer from the catalog has ``source: "catalog"`` and says so on every row (:func:`catalog_note`);
@@ -22,7 +22,7 @@ from estimator.errors import MalformedConfigError
 from estimator.options import Library
 
 if TYPE_CHECKING:
-    from estimator.resolve import Resolved
+    from estimator.source.resolve import Resolved
 
 INDEX = "index.json"
 
@@ -103,8 +103,8 @@ def catalog_note(entry: CatalogEntry) -> str:
 
 def catalog_lookup(repo_id: str, library: Library = Library.AUTO) -> Resolved | None:
     """``repo_id`` resolved from the bundled catalog (``source="catalog"``), or None if it is not there."""
-    from estimator.reference import ModelRef
-    from estimator.resolve import resolve_files
+    from estimator.source.reference import ModelRef
+    from estimator.source.resolve import resolve_files
 
     entry = catalog_entry(repo_id)
     if entry is None:

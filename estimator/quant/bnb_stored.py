@@ -4,8 +4,8 @@ Which checkpoint tensors ``load_in_8bit`` / ``load_in_4bit`` quantize is a prope
 modules (a Linear is quantized, an Embedding of the same shape is not; the output head, tied
 modules and ``_keep_in_fp32_modules`` stay in 16 bits) and of transformers' checkpoint-key renaming
 (prefixes, legacy names, MoE experts fused on load). Both are decided by transformers' own code on a
-meta build; ``scripts/make_bnb_layouts.py`` (:mod:`estimator.bnb_table`) records the outcome per
-architecture in ``estimator/data/bnb_layouts.json``, keyed by checkpoint tensor name with the layer
+meta build; ``tools/make_bnb_layouts.py`` (:mod:`tools.bnb_table`) records the outcome per
+architecture in ``estimator/quant/data/bnb_layouts.json``, keyed by checkpoint tensor name with the layer
 numbers replaced by ``*``, and checks every entry against the meta-build path to the byte.
 
 At answer time a checkpoint's tensor names are looked up in that table. Any name the table does not
@@ -24,7 +24,7 @@ slower). The codes:
 
 What the table path cannot see is what the model holds that no checkpoint stores: non-persistent
 buffers (rotary ``inv_freq``, 512 bytes for Llama-3.1-8B). The float rows read from headers leave
-them out the same way (:mod:`estimator.stored`).
+them out the same way (:mod:`estimator.source.stored`).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from estimator.bnb import BnbScheme, QuantizedBytes, weight_bytes
-from estimator.stored import FLOATING, StoredTensor, group_of
+from estimator.quant.bnb import BnbScheme, QuantizedBytes, weight_bytes
+from estimator.source.stored import FLOATING, StoredTensor, group_of
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "bnb_layouts.json"
 QUANTIZED_CODES = ("L", "C")
@@ -157,13 +157,13 @@ def stored_quantized_bytes(tensors: list[StoredTensor], config: dict[str, Any], 
 
 def stored_notes(scheme: BnbScheme, answer: StoredQuantized) -> tuple[str, ...]:
     """The notes of an int8 / int4 row read from headers: layout, what stays 16-bit, what is not loaded."""
-    from estimator.bnb import TRAINING_NULL_NOTE, layout_note
+    from estimator.quant.bnb import TRAINING_NULL_NOTE, layout_note
 
     kept = ", ".join(answer.bytes.kept_16bit) or "none"
     notes = [
         layout_note(scheme, answer.bytes.quantized_layers),
         (f"from the checkpoint's safetensors headers and transformers' bitsandbytes layer choice for this architecture "
-         f"(estimator/data/bnb_layouts.json); largest layer: {answer.bytes.largest_layer_names[0]}"),
+         f"(estimator/quant/data/bnb_layouts.json); largest layer: {answer.bytes.largest_layer_names[0]}"),
         (f"not quantized (float16, float32 where the model keeps a module in float32): norms, biases and the 2-D weights "
          f"transformers does not quantize ({kept})"),
     ]

@@ -6,20 +6,20 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from estimator import hub
+from estimator.source import hub
 from estimator.options import DType, Library
 from estimator.result import Method, Row
-from estimator.stored import StoredTensor, is_prequantized, stored_bytes, tensors_from_metadata
+from estimator.source.stored import StoredTensor, is_prequantized, stored_bytes, tensors_from_metadata
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from estimator.api import Options
-    from estimator.resolve import Resolved
+    from estimator.options import LoadSpec
+    from estimator.source.resolve import Resolved
 
 logger = logging.getLogger(__name__)
 
-_BNB_DTYPES = (DType.INT8, DType.INT4)  # rows in a bitsandbytes layout (estimator.bnb)
+_BNB_DTYPES = (DType.INT8, DType.INT4)  # rows in a bitsandbytes layout (estimator.quant.bnb)
 ADAM_BYTES_FP32 = 4 + 8  # gradient + two fp32 moments per parameter
 ADAM_BYTES_MIXED = 2 + 4 + 8  # 16-bit gradient + fp32 master + two fp32 moments
 
@@ -42,24 +42,24 @@ def build(resolved: Resolved, dtype: DType, *, trust_remote_code: bool = False) 
     return build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
 
 
-def built_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:
+def built_rows(resolved: Resolved, spec: LoadSpec) -> tuple[Row, ...]:
     """Exact rows: the real model built on meta in each dtype, its unique tensors counted."""
-    from estimator.weights import measure, training_adam_bytes
+    from estimator.build.weights import measure, training_adam_bytes
 
     if resolved.library is Library.DIFFUSERS:
-        from estimator.components import diffusers_rows
+        from estimator.load.pipelines import diffusers_rows
 
-        return diffusers_rows(resolved, options)
+        return diffusers_rows(resolved, spec)
     rows = []
-    half = _HalfBuild(resolved, options)
-    for dtype in options.dtypes:
+    half = _HalfBuild(resolved, spec)
+    for dtype in spec.dtypes:
         if dtype in _BNB_DTYPES:
-            rows.append(_bnb_row(resolved, options, dtype, half))
+            rows.append(_bnb_row(resolved, spec, dtype, half))
             continue
         if dtype is DType.FLOAT8:
-            rows.append(_fp8_row(resolved, options))
+            rows.append(_fp8_row(resolved, spec))
             continue
-        weights = measure(build(resolved, dtype, trust_remote_code=options.trust_remote_code))
+        weights = measure(build(resolved, dtype, trust_remote_code=spec.trust_remote_code))
         rows.append(Row(
             dtype=dtype.value,
             total_bytes=weights.total_bytes,
@@ -71,13 +71,13 @@ def built_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:
     return tuple(rows)
 
 
-def _fp8_row(resolved: Resolved, options: Options) -> Row:
+def _fp8_row(resolved: Resolved, spec: LoadSpec) -> Row:
     if resolved.library is not Library.TRANSFORMERS:
         return _null_row(DType.FLOAT8, "float8 rows follow transformers' FP8 quantization; not available for timm models.")
-    from estimator.quant import to_fp8
-    from estimator.weights import measure
+    from estimator.quant.fp8 import to_fp8
+    from estimator.build.weights import measure
 
-    model, skipped = to_fp8(build(resolved, DType.FLOAT8, trust_remote_code=options.trust_remote_code))
+    model, skipped = to_fp8(build(resolved, DType.FLOAT8, trust_remote_code=spec.trust_remote_code))
     weights = measure(model)
     kept = ", ".join(skipped) if skipped else "none"
     return Row(
@@ -97,21 +97,21 @@ def _fp8_row(resolved: Resolved, options: Options) -> Row:
 class _HalfBuild:
     """The float16 meta build the int8 and int4 rows share, made at most once per estimate (read only)."""
 
-    def __init__(self, resolved: Resolved, options: Options) -> None:
-        self._resolved, self._options = resolved, options
+    def __init__(self, resolved: Resolved, spec: LoadSpec) -> None:
+        self._resolved, self._spec = resolved, spec
         self._model: nn.Module | None = None
 
     def get(self) -> nn.Module:
         if self._model is None:
-            self._model = build(self._resolved, DType.FLOAT16, trust_remote_code=self._options.trust_remote_code)
+            self._model = build(self._resolved, DType.FLOAT16, trust_remote_code=self._spec.trust_remote_code)
         return self._model
 
 
-def _bnb_row(resolved: Resolved, options: Options, dtype: DType, half: _HalfBuild) -> Row:
-    """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.bnb`)."""
+def _bnb_row(resolved: Resolved, spec: LoadSpec, dtype: DType, half: _HalfBuild) -> Row:
+    """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.quant.bnb`)."""
     if resolved.library not in (Library.TRANSFORMERS, Library.SENTENCE_TRANSFORMERS):
         return _null_row(dtype, f"{dtype.value} rows follow transformers' bitsandbytes quantization; not available for {resolved.library.value} models.")
-    from estimator.bnb import BnbScheme, bnb_notes, double_quant_note, quantized_bytes
+    from estimator.quant.bnb import BnbScheme, bnb_notes, double_quant_note, quantized_bytes
 
     scheme = BnbScheme.for_dtype(dtype)
     declared = resolved.config.get("quantization_config")
@@ -136,7 +136,7 @@ def _bnb_row(resolved: Resolved, options: Options, dtype: DType, half: _HalfBuil
     )
 
 
-def stored_rows(resolved: Resolved, options: Options, *, token: str | None, timeout: float, cross_check: bool) -> tuple[Row, ...] | None:
+def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeout: float, cross_check: bool) -> tuple[Row, ...] | None:
     """Rows from the repo's safetensors headers, or None when it has none (then the model is built)."""
     if resolved.library not in (Library.TRANSFORMERS, Library.TIMM) or resolved.ref.repo_id is None:
         return None
@@ -151,20 +151,20 @@ def stored_rows(resolved: Resolved, options: Options, *, token: str | None, time
     notes: list[str] = []
     quant_method = (resolved.config.get("quantization_config") or {}).get("quant_method")
     if cross_check:
-        checked = _cross_check(resolved, options, sum(t.numel for t in tensors))
+        checked = _cross_check(resolved, spec, sum(t.numel for t in tensors))
         if checked.rows is not None and quant_method is None and not is_prequantized(tensors):
             # The build is what from_pretrained leaves in memory: checkpoint tensors the model does not
             # load (GPT-2's stored attn.bias masks) are not there, and non-persistent buffers are.
             return tuple(replace(row, notes=(*row.notes, checked.note)) for row in checked.rows)
         notes.append(checked.note)
     rows = []
-    half = _HalfBuild(resolved, options)
-    for dtype in options.dtypes:
+    half = _HalfBuild(resolved, spec)
+    for dtype in spec.dtypes:
         if dtype in _BNB_DTYPES:
             if is_prequantized(tensors) or quant_method is not None:
                 rows.append(_prequantized_row(tensors, resolved, dtype, notes))
             else:
-                rows.append(_stored_bnb_row(tensors, resolved, dtype, notes) or _bnb_row(resolved, options, dtype, half))
+                rows.append(_stored_bnb_row(tensors, resolved, dtype, notes) or _bnb_row(resolved, spec, dtype, half))
             continue
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
@@ -190,8 +190,8 @@ def _stored_bnb_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DTyp
     """int8 / int4 from the headers and the layout table (no torch), or None: then the model is built."""
     if resolved.library is not Library.TRANSFORMERS:
         return None
-    from estimator.bnb import BnbScheme, double_quant_note
-    from estimator.bnb_stored import stored_notes, stored_quantized_bytes
+    from estimator.quant.bnb import BnbScheme, double_quant_note
+    from estimator.quant.bnb_stored import stored_notes, stored_quantized_bytes
 
     scheme = BnbScheme.for_dtype(dtype)
     answer = stored_quantized_bytes(tensors, resolved.config, scheme)
@@ -231,7 +231,7 @@ def checkpoint_bits(quantization_config: dict[str, Any]) -> tuple[str, int | Non
 
 def _prequantized_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DType, notes: list[str]) -> Row:
     """int8 / int4 of a pre-quantized checkpoint: what it stores, when its bit width is the row's."""
-    from estimator.bnb import BnbScheme
+    from estimator.quant.bnb import BnbScheme
 
     method, bits = checkpoint_bits(resolved.config.get("quantization_config") or {})
     if bits != BnbScheme.for_dtype(dtype).bits:
@@ -239,7 +239,7 @@ def _prequantized_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DT
         return _null_row(dtype, f"{dtype.value}: the checkpoint is pre-quantized ({method}, {stored_as}) and loads as stored; "
                                 f"it is not re-quantized to {dtype.value}, so no figure is given (see the 16-bit rows)", method="stored")
     if method == "bitsandbytes":
-        from estimator.bnb import loaded_from_checkpoint
+        from estimator.quant.bnb import loaded_from_checkpoint
 
         tensors = loaded_from_checkpoint(tensors)
     stored = stored_bytes(tensors, DType.FLOAT16)
@@ -264,13 +264,13 @@ class _CrossCheck:
     rows: tuple[Row, ...] | None  # the exact rows, when the meta build worked
 
 
-def _cross_check(resolved: Resolved, options: Options, stored_elements: int) -> _CrossCheck:
+def _cross_check(resolved: Resolved, spec: LoadSpec, stored_elements: int) -> _CrossCheck:
     """Build the model on meta and compare its persistent element count with the checkpoint's."""
     from estimator.errors import EstimatorError
 
     try:
-        model = build(resolved, DType.BFLOAT16, trust_remote_code=options.trust_remote_code)
-        rows = built_rows(resolved, options)
+        model = build(resolved, DType.BFLOAT16, trust_remote_code=spec.trust_remote_code)
+        rows = built_rows(resolved, spec)
     except EstimatorError as exc:
         return _CrossCheck(f"cross-check skipped: {exc}", None)
     params = {id(p): p.numel() for p in model.parameters()}

@@ -1,8 +1,8 @@
-"""Refresh the bundled catalog (``estimator/catalog/data``) from the Hub.
+"""Refresh the bundled catalog (``estimator/source/catalog/data``) from the Hub.
 
-    python scripts/refresh_catalog.py                 # every entry in index.json
-    python scripts/refresh_catalog.py gpt2 org/name   # these repos (new ones are added)
-    python scripts/refresh_catalog.py --dry-run       # say what would change, write nothing
+    python tools/refresh_catalog.py                 # every entry in index.json
+    python tools/refresh_catalog.py gpt2 org/name   # these repos (new ones are added)
+    python tools/refresh_catalog.py --dry-run       # say what would change, write nothing
 
 For each repo: ``model_info`` gives the current commit and the file list; the config files an
 estimate reads (``config.json``, ``model_index.json`` and each component's ``config.json``,
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[1] / "estimator" / "catalog" / "data"
+DATA = Path(__file__).resolve().parents[1] / "estimator" / "source" / "catalog" / "data"
 TOP_LEVEL = {"config.json", "model_index.json", "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"}
 IN_FOLDER = {"config.json", "scheduler_config.json"}
 

@@ -17,8 +17,8 @@ from estimator.result import Row
 from estimator.units import format_bytes
 
 if TYPE_CHECKING:
-    from estimator.api import Options
-    from estimator.resolve import Resolved
+    from estimator.options import LoadSpec
+    from estimator.source.resolve import Resolved
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,14 @@ def pipeline_parts(resolved: Resolved, dtype: DType) -> list[ComponentBytes]:
     """Each weight-holding component's exact bytes in ``dtype`` (float32, float16, bfloat16, int8, int4)."""
     from estimator.build import torch_dtype
     from estimator.build.diffusers_models import build_component, components
-    from estimator.weights import measure, training_adam_bytes
+    from estimator.build.weights import measure, training_adam_bytes
 
     parts = []
     for component in components(resolved.extra):
         if dtype in (DType.INT8, DType.INT4):
             import torch
 
-            from estimator.bnb import BnbScheme, quantized_bytes
+            from estimator.quant.bnb import BnbScheme, quantized_bytes
 
             quantized = quantized_bytes(build_component(component, torch.float16, model=resolved.name), BnbScheme.for_dtype(dtype))
             parts.append(ComponentBytes(component.name, component.class_name, quantized.total_bytes, quantized.largest_layer_bytes, None))
@@ -70,10 +70,10 @@ def pipeline_parts(resolved: Resolved, dtype: DType) -> list[ComponentBytes]:
     return parts
 
 
-def diffusers_rows(resolved: Resolved, options: Options) -> tuple[Row, ...]:
+def diffusers_rows(resolved: Resolved, spec: LoadSpec) -> tuple[Row, ...]:
     """One row per dtype for a diffusers repo, each summed over its weight-holding components."""
     rows = []
-    for dtype in options.dtypes:
+    for dtype in spec.dtypes:
         if dtype is DType.FLOAT8:
             rows.append(Row(dtype=dtype.value, total_bytes=None, largest_layer_bytes=None, training_adam_bytes=None, method="exact",
                             notes=("float8 rows follow transformers' FP8 quantization; not available for diffusers pipelines.",)))

@@ -26,20 +26,20 @@ PRELOAD = [
     "transformers.models.bart.modeling_bart",
     "transformers.models.vit.modeling_vit",
     "estimator.peak",
-    "tests.peak_cases",
-    "tests.peak_truth",
+    "testkit.peak_cases",
+    "testkit.peak_truth",
 ]
 
 
 def _truth(case: str, mode: str) -> int:
-    from tests.peak_truth import measure
+    from testkit.peak_truth import measure
 
     return measure(case, mode)["peak_bytes"]
 
 
 def _simulate(case: str, mode: str, device: str = "cpu") -> dict[str, Any]:
     from estimator.peak import simulate_peak
-    from tests.peak_cases import CASES
+    from testkit.peak_cases import CASES
 
     c = CASES[case]
     r = simulate_peak(c.build_on("meta"), mode=mode, device=device,  # type: ignore[arg-type]
