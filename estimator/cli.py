@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lora_rank=args.lora_rank, lora_targets=args.lora_targets, gpu=args.gpu, revision=args.revision,
             token=args.token, trust_remote_code=args.trust_remote_code, cross_check=args.cross_check, timeout=args.timeout,
         )
-        text = render(result, output_format)  # type: ignore[arg-type]
+        text = render(result, output_format)
     except BaseException as exc:  # the one place every failure becomes a user message
         if isinstance(exc, SystemExit):
             raise

@@ -52,7 +52,7 @@ def to_table(estimate: Estimate) -> str:
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def fmt(cells: list[str]) -> str:
-        return "|" + "|".join(f" {c:<{w}} " if i == 0 else f" {c:>{w}} " for i, (c, w) in enumerate(zip(cells, widths))) + "|"
+        return "|" + "|".join(f" {c:<{w}} " if i == 0 else f" {c:>{w}} " for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + "|"
 
     parts = [_title(estimate), line, fmt(header), line, *(fmt(r) for r in body), line]
     parts.append("Sizes in binary units (1 GiB = 1024^3 bytes). Training = weights + gradients + AdamW states; activations not included.")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's one test command (the README's, and what .ci/run calls on a clean clone):
 # make .venv if it is missing, install the requirements, install Chromium for the browser tests,
-# then run pytest. Extra arguments go to pytest.
+# run ruff and mypy on the package and the app, then run pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -10,4 +10,7 @@ cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed; browser tests will fail"
 fi
+# Lint and types first (seconds): the package and the app must be clean (config in pyproject.toml).
+.venv/bin/python -m ruff check estimator estimator_app app.py
+.venv/bin/python -m mypy
 exec .venv/bin/python -m pytest -q "$@"

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from estimator.errors import UnsupportedError
+from estimator.errors import MalformedConfigError, UnsupportedError
 from estimator.source.configs import read_sentence_transformers
 
 __all__ = ["build_sentence_transformer", "read_sentence_transformers"]

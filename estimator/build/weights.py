@@ -78,7 +78,7 @@ def largest_layer(model: nn.Module, sizes: dict[str, int]) -> tuple[int, tuple[s
     return int(size), tuple(names)
 
 
-class _SizeLookup(dict):  # type: ignore[type-arg]  # a dict that answers 0 for tensor-less modules
+class _SizeLookup(dict[str, int]):  # a dict that answers 0 for tensor-less modules
     def __missing__(self, key: str) -> int:
         return 0
 

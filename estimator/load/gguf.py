@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from estimator.source import hub
 from estimator.result import Estimate, Row
+from estimator.source import hub
 
 _QUANT = re.compile(r"(?i)(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32|FP16|FP32)(?=(?:-\d{5}-of-\d{5})?\.gguf$|[-_.])")
 _SHARD = re.compile(r"-\d{5}-of-\d{5}(?=\.gguf$)")

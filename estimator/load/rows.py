@@ -6,9 +6,9 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from estimator.source import hub
 from estimator.options import DType, Library
 from estimator.result import Method, Row
+from estimator.source import hub
 from estimator.source.stored import StoredTensor, is_prequantized, stored_bytes, tensors_from_metadata
 
 if TYPE_CHECKING:
@@ -74,8 +74,8 @@ def built_rows(resolved: Resolved, spec: LoadSpec) -> tuple[Row, ...]:
 def _fp8_row(resolved: Resolved, spec: LoadSpec) -> Row:
     if resolved.library is not Library.TRANSFORMERS:
         return _null_row(DType.FLOAT8, "float8 rows follow transformers' FP8 quantization; not available for timm models.")
-    from estimator.quant.fp8 import to_fp8
     from estimator.build.weights import measure
+    from estimator.quant.fp8 import to_fp8
 
     model, skipped = to_fp8(build(resolved, DType.FLOAT8, trust_remote_code=spec.trust_remote_code))
     weights = measure(model)

@@ -76,7 +76,7 @@ def catalog_entry(repo_id: str) -> CatalogEntry | None:
     return CatalogEntry(
         repo_id=canonical,
         revision=data.get("revision"),
-        library=Library.parse(data.get("library", "transformers"), option="library"),  # type: ignore[arg-type]
+        library=Library.parse(data.get("library", "transformers"), option="library"),
         reconstructed=bool(data.get("reconstructed")),
         files=tuple(data.get("files") or ()),
         source=str(data.get("source") or ""),
