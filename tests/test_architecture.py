@@ -135,3 +135,13 @@ def test_checker_sees_type_checking_and_function_imports() -> None:
     finally:
         path.unlink()
     assert {"estimator.api", "estimator.peak"} <= found
+
+
+def test_tools_benches_and_testkit_never_import_tests() -> None:
+    """Shared helpers live in the package or in ``testkit``; ``tests`` is only the test suite."""
+    offenders = []
+    for folder in ("tools", "bench", "testkit"):
+        for path in sorted(ROOT.joinpath(folder).rglob("*.py")):
+            name = _module_name(path)
+            offenders += [f"{name} imports {m}" for m in sorted(_imports(name, path)) if m == "tests" or m.startswith("tests.")]
+    assert offenders == []

@@ -19,7 +19,7 @@ def test_refresh_updates_revisions_and_keeps_failures(hub_server: str, tmp_path:
     shutil.copytree(DATA, data)
     env = {"HF_ENDPOINT": hub_server, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "refresh_catalog.py"), "--data", str(data), "gpt2", "google-bert/bert-base-cased", "someone/not-there"],
+        [sys.executable, str(ROOT / "tools" / "refresh_catalog.py"), "--data", str(data), "gpt2", "google-bert/bert-base-cased", "someone/not-there"],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr
