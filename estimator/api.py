@@ -119,7 +119,7 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
         library=resolved.library.value,
         architecture=_architecture(resolved),
         source=resolved.source,  # type: ignore[arg-type]
-        mode=options.mode.value,
+        mode=options.mode,
         options=options.shaping(resolved.revision if resolved.source == "hub" else None),
         rows=rows,
     )

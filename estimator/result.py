@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from estimator.options import DType, Mode
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -21,9 +23,13 @@ Source = Literal["hub", "local", "catalog", "module"]
 
 @dataclass(frozen=True)
 class Row:
-    """One dtype's figures. ``None`` means "could not be computed"; ``notes`` says why."""
+    """One dtype's figures. ``None`` means "could not be computed"; ``notes`` says why.
 
-    dtype: str
+    ``dtype`` is a :class:`~estimator.options.DType` (a str enum, so ``row.dtype == "float32"``
+    holds); only a GGUF file's quantization name (``Q4_K_M``) stays a plain string.
+    """
+
+    dtype: DType | str
     total_bytes: int | None
     largest_layer_bytes: int | None
     training_adam_bytes: int | None
@@ -34,12 +40,14 @@ class Row:
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
+            object.__setattr__(self, "dtype", DType(self.dtype))
         if self.peak_bytes is not None and self.components and sum(self.components.values()) != self.peak_bytes:
             raise ValueError(f"components of the {self.dtype} row do not add up to peak_bytes")
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "dtype": self.dtype,
+            "dtype": str(self.dtype),
             "total_bytes": self.total_bytes,
             "largest_layer_bytes": self.largest_layer_bytes,
             "training_adam_bytes": self.training_adam_bytes,
@@ -56,13 +64,16 @@ class Estimate:
     """The whole answer for one model and one set of options."""
 
     model: str
-    library: str
+    library: str  # an estimator.options.Library value, or "torch" (estimate_module) / "gguf" (GGUF repos)
     source: Source
-    mode: str
+    mode: Mode
     rows: tuple[Row, ...]
     options: dict[str, Any] = field(default_factory=dict)
     revision: str | None = None
     architecture: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Mode.parse(self.mode, option="mode"))
 
     def row(self, dtype: str) -> Row:
         """The row for ``dtype`` (``KeyError`` if it was not asked for)."""
@@ -80,7 +91,7 @@ class Estimate:
             "library": self.library,
             "architecture": self.architecture,
             "source": self.source,
-            "mode": self.mode,
+            "mode": self.mode.value,
             "options": dict(self.options),
             "rows": [row.to_dict() for row in self.rows],
         }
@@ -92,7 +103,7 @@ class Estimate:
         records = []
         for row in self.rows:
             record: dict[str, Any] = {
-                "dtype": row.dtype,
+                "dtype": str(row.dtype),
                 "largest_layer_bytes": row.largest_layer_bytes,
                 "total_bytes": row.total_bytes,
                 "training_adam_bytes": row.training_adam_bytes,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from estimator.options import Mode
 from estimator.result import Estimate, Row
 from estimator.source import hub
 
@@ -57,6 +58,6 @@ def gguf_estimate(info: Any, *, options: dict[str, Any], token: str | None, time
     )
     gguf_meta = getattr(info, "gguf", None) or {}
     return Estimate(
-        model=info.id, revision=info.sha, library="gguf", source="hub", mode="load", rows=rows, options=options,
+        model=info.id, revision=info.sha, library="gguf", source="hub", mode=Mode.LOAD, rows=rows, options=options,
         architecture=gguf_meta.get("architecture") if isinstance(gguf_meta, dict) else None,
     )
