@@ -118,7 +118,7 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
         revision=resolved.revision,
         library=resolved.library.value,
         architecture=_architecture(resolved),
-        source=resolved.source,  # type: ignore[arg-type]
+        source=resolved.source,
         mode=options.mode,
         options=options.shaping(resolved.revision if resolved.source == "hub" else None),
         rows=rows,

@@ -91,7 +91,7 @@ def build_component(component: Component, dtype: torch.dtype, *, model: str) -> 
         hf_config = transformers_config(component.config, model=where)
         try:
             with torch.device("meta"):
-                return apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]
+                return apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
             raise MalformedConfigError(f"transformers could not build {component.class_name} from the config of {where}: {exc}") from None
     from accelerate import init_empty_weights
@@ -99,7 +99,7 @@ def build_component(component: Component, dtype: torch.dtype, *, model: str) -> 
     cls = _diffusers_class(component, model=model)
     try:
         with init_empty_weights():
-            built = cls.from_config(dict(component.config))  # type: ignore[attr-defined]
+            built = cls.from_config(dict(component.config))  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
     except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
         raise MalformedConfigError(f"diffusers could not build {component.class_name} from the config of {where}: {exc}") from None
     # nn.Module.to, not ModelMixin.to: the latter only adds a warning about _keep_in_fp32_modules,

@@ -76,7 +76,7 @@ def build_sentence_transformer(extra: dict[str, Any], dtype: torch.dtype, *, mod
             cls = _transformer_class(hf_config)
             try:
                 with torch.device("meta"):
-                    inner = apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]
+                    inner = apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
             except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
                 raise MalformedConfigError(f"transformers could not build {cls.__name__} for {model}: {exc}") from None
             no_split.extend(getattr(inner, "_no_split_modules", None) or [])

@@ -90,9 +90,9 @@ def build_transformers(config: dict[str, Any], dtype: torch.dtype, *, model: str
     try:
         with torch.device("meta"):
             if trust_remote_code and not hasattr(cls, "_from_config"):
-                built = cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]
+                built = cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
             else:
-                built = cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]
+                built = cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
     except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, RuntimeError) as exc:
         raise MalformedConfigError(f"transformers could not build {cls.__name__} from the config of {model}: {exc}") from None
     return apply_dtype_plan(built, dtype)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from estimator.options import DType
-from estimator.result import Row
+from estimator.result import Method, Row
 from estimator.units import format_bytes
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class ComponentBytes:
     training_adam_bytes: int | None
 
 
-def summed_row(dtype: DType, parts: list[ComponentBytes], *, method: str = "exact", notes: tuple[str, ...] = ()) -> Row:
+def summed_row(dtype: DType, parts: list[ComponentBytes], *, method: Method = "exact", notes: tuple[str, ...] = ()) -> Row:
     """One row from per-component figures: totals summed, the largest layer the largest of any."""
     training = None if any(p.training_adam_bytes is None for p in parts) else sum(p.training_adam_bytes or 0 for p in parts)
     listing = "; ".join(f"{p.name} ({p.class_name}): {format_bytes(p.total_bytes)}" for p in parts)
@@ -41,7 +41,7 @@ def summed_row(dtype: DType, parts: list[ComponentBytes], *, method: str = "exac
         total_bytes=sum(p.total_bytes for p in parts),
         largest_layer_bytes=max(p.largest_layer_bytes for p in parts),
         training_adam_bytes=training,
-        method=method,  # type: ignore[arg-type]
+        method=method,
         notes=(f"components: {listing}", *notes),
     )
 

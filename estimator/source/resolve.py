@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from estimator.source import hub
 from estimator.errors import MalformedConfigError, NoConfigError
-from estimator.source.configs import read_diffusers, read_sentence_transformers
 from estimator.options import Library
+from estimator.result import Source
+from estimator.source import hub
+from estimator.source.configs import read_diffusers, read_sentence_transformers
 from estimator.source.reference import ModelRef
 
 
@@ -24,7 +25,7 @@ class Resolved:
     """A model reference resolved to its config and metadata."""
 
     ref: ModelRef
-    source: str  # "hub" | "local" | "catalog"
+    source: Source
     library: Library
     config: dict[str, Any]
     revision: str | None = None  # the commit sha for Hub repos
@@ -63,24 +64,11 @@ def _read_any_json(path: Path) -> Any:
         raise MalformedConfigError(f"{path} is not valid JSON ({exc}).") from None
 
 
-def _download_any_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float) -> Any:
-    """A small JSON file of any shape (``modules.json`` is a list) through the Hub cache."""
-    from huggingface_hub import hf_hub_download
-
-    hub._configure_session(timeout)
-    with hub.hub_errors(repo_id, revision, token_given=token is not None, what=filename):
-        path = hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MalformedConfigError(f"{filename} of {repo_id} is not valid JSON ({exc}).", model_id=repo_id, revision=revision) from None
-
-
 JsonReader = Callable[[str], Any]  # a repo path -> its parsed JSON, or None when the file is absent
 
 
 def resolve_files(
-    ref: ModelRef, *, source: str, library: Library, files: tuple[str, ...], read: JsonReader,
+    ref: ModelRef, *, source: Source, library: Library, files: tuple[str, ...], read: JsonReader,
     revision: str | None = None, gated: bool = False,
 ) -> Resolved:
     """Resolve from a reader of the repo's JSON files (local folder, Hub or the bundled catalog).
@@ -150,7 +138,7 @@ def resolve_hub(ref: ModelRef, library: Library, *, token: str | None, timeout: 
         def read(filename: str) -> Any | None:
             if files and filename not in files:
                 return None
-            return _download_any_json(repo_id, filename, revision=revision, token=token, timeout=timeout)
+            return hub.download_any_json(repo_id, filename, revision=revision, token=token, timeout=timeout)
 
         return resolve_files(ModelRef(repo_id=repo_id, revision=ref.revision), source="hub", library=library, files=files,
                              read=read, revision=revision, gated=bool(info.gated))
