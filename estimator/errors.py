@@ -15,7 +15,9 @@
     │   ├── RemoteCodeRequiredError     the model needs code from its repo; not run without the flag
     │   ├── AbsurdSizeError             a config too large to be real; refused before building
     │   ├── LibraryMissingError         the library that builds this model is not installed
-    │   └── UnsupportedError            a combination the estimator does not handle (yet)
+    │   ├── UnsupportedError            a combination the estimator does not handle (yet)
+    │   └── PostingError                a result the Hub cannot take as a discussion: not a Hub model's,
+    │                                   no token, or a token the Hub refused for posting
     └── HubError                        exit 3: the Hub or the network failed
         ├── HubTimeoutError             no answer within the timeout
         └── HubRateLimitedError         HTTP 429
@@ -127,6 +129,14 @@ class UnsupportedError(InputError):
     """A combination of model and options the estimator does not handle."""
 
 
+class PostingError(InputError):
+    """A result that cannot be posted as a Hub discussion; ``status`` is the Hub's HTTP status, if it answered."""
+
+    def __init__(self, message: Message, *, model_id: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, model_id=model_id)
+        self.status = status
+
+
 class HubError(EstimatorError):
     """The Hub or the network failed (exit status 3)."""
 
@@ -156,6 +166,7 @@ __all__ = [
     "ModelNotFoundError",
     "NoConfigError",
     "Option",
+    "PostingError",
     "RemoteCodeRequiredError",
     "RevisionNotFoundError",
     "UnknownArchitectureError",

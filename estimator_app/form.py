@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from estimator.fit.gpus import GPU_NAMES
 from estimator.options import DEFAULT_DTYPES, Device, DType, Library, Mode, Optimizer
-from estimator_app.gpus import GPU_NAMES
+from estimator_app.fields import FIELDS, short_label
 
 LIBRARIES: tuple[str, ...] = tuple(m.value for m in Library)
 DTYPES: tuple[str, ...] = tuple(m.value for m in DType)
@@ -25,23 +26,7 @@ MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 DEVICES: tuple[str, ...] = tuple(m.value for m in Device)
 OPTIMIZERS: tuple[str, ...] = tuple(m.value for m in Optimizer)
 
-PARAMS: tuple[str, ...] = (
-    "model",
-    "revision",
-    "library",
-    "dtypes",
-    "mode",
-    "batch",
-    "seq",
-    "image",
-    "new_tokens",
-    "device",
-    "optimizer",
-    "pure16",
-    "checkpointing",
-    "lora",
-    "gpu",
-)
+PARAMS: tuple[str, ...] = FIELDS  # the share link's parameters are the form's fields, in the same order
 # Parameters that Gradio itself or the Spaces embed add to a page URL; ignored without a notice.
 _FOREIGN = re.compile(r"^(__.*|view|logs|embed|theme)$")
 _REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
@@ -247,29 +232,15 @@ def share_link(base: str, state: FormState) -> str:
     return base.split("?", 1)[0].split("#", 1)[0] + "?" + to_query(state)
 
 
-def from_form(
-    model: str,
-    revision: str,
-    library: str,
-    dtypes: list[str] | tuple[str, ...],
-    mode: str,
-    batch: Any,
-    seq: Any,
-    image: Any,
-    new_tokens: Any,
-    device: str,
-    optimizer: str,
-    pure16: bool,
-    checkpointing: bool,
-    lora: Any,
-    gpu: str,
-) -> FormState:
-    """The state the form's widgets hold (numbers arrive as float or None from Gradio; 0 means auto/none).
+def from_form(*values: Any) -> FormState:
+    """The state the form's widgets hold, given in :data:`~estimator_app.fields.FIELDS` order.
 
-    Raises ``ValueError`` with a user-facing message for values the widgets should not allow.
+    Numbers arrive as float or None from Gradio; 0 means auto/none. Raises ``ValueError`` with a
+    user-facing message for values the widgets should not allow.
     """
-
-    labels = {"batch": "Batch size", "seq": "Sequence length", "image": "Image size", "lora": "LoRA rank", "new_tokens": "New tokens"}
+    got = dict(zip(FIELDS, values, strict=True))
+    model, revision, library, dtypes, mode = got["model"], got["revision"], got["library"], got["dtypes"], got["mode"]
+    device, optimizer, gpu = got["device"], got["optimizer"], got["gpu"]
 
     def whole(value: Any, name: str, zero_is_none: bool = False) -> int | None:
         if value is None or value == "":
@@ -284,7 +255,7 @@ def from_form(
         except (ValueError, OverflowError):
             lo, hi = LIMITS[name]
             lo = 0 if zero_is_none else lo
-            raise ValueError(f"{labels[name]} must be a whole number from {lo} to {hi:,}; got {value}.") from None
+            raise ValueError(f"{short_label(name)} must be a whole number from {lo} to {hi:,}; got {value}.") from None
 
     model = (model or "").strip()
     if not model:
@@ -298,14 +269,36 @@ def from_form(
         library=_choice(library or "auto", LIBRARIES),
         dtypes=chosen,
         mode=_choice(mode or "load", MODES),
-        batch=whole(batch, "batch") or 1,
-        seq=whole(seq, "seq", zero_is_none=True),
-        image=whole(image, "image", zero_is_none=True),
-        new_tokens=whole(new_tokens, "new_tokens") or 0,
+        batch=whole(got["batch"], "batch") or 1,
+        seq=whole(got["seq"], "seq", zero_is_none=True),
+        image=whole(got["image"], "image", zero_is_none=True),
+        new_tokens=whole(got["new_tokens"], "new_tokens") or 0,
         device=_choice(device or "cuda", DEVICES),
         optimizer=_choice(optimizer or "adamw", OPTIMIZERS),
-        pure16=bool(pure16),
-        checkpointing=bool(checkpointing),
-        lora=whole(lora, "lora", zero_is_none=True),
+        pure16=bool(got["pure16"]),
+        checkpointing=bool(got["checkpointing"]),
+        lora=whole(got["lora"], "lora", zero_is_none=True),
         gpu=None if not gpu or gpu == "none" else gpu,
     )
+
+
+def to_fields(state: FormState) -> tuple[Any, ...]:
+    """The widgets' values for ``state``, in :data:`~estimator_app.fields.FIELDS` order (0 means auto/none)."""
+    values = {
+        "model": state.model,
+        "revision": state.revision,
+        "library": state.library,
+        "dtypes": list(state.dtypes),
+        "mode": state.mode,
+        "batch": state.batch,
+        "seq": state.seq or 0,
+        "image": state.image or 0,
+        "new_tokens": state.new_tokens,
+        "device": state.device,
+        "optimizer": state.optimizer,
+        "pure16": state.pure16,
+        "checkpointing": state.checkpointing,
+        "lora": state.lora or 0,
+        "gpu": state.gpu or "none",
+    }
+    return tuple(values[name] for name in FIELDS)

@@ -4,21 +4,21 @@ Unlike accelerate's Space (a bot token, raw dicts in the body, ``webbrowser`` on
 post is made with the token of the person asking (Gradio's OAuth login on a Space, or a token they
 typed), the body is built here from exact figures, an existing discussion with the same title is
 offered instead of a duplicate, and the discussion's URL is returned for the page to link.
-Tokens are passed per call to ``huggingface_hub``; they never reach a log line or a cache.
+The Hub requests are :mod:`estimator.source.hub`'s (timeouts, errors translated there); refusals
+are :class:`~estimator.errors.PostingError`. Tokens are passed per call; they never reach a log
+line or a cache. Nothing here imports Gradio.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from estimator.errors import PostingError
+from estimator.source import hub
 from estimator.units import format_bytes
 
 if TYPE_CHECKING:
     from estimator.result import Estimate
-
-logger = logging.getLogger(__name__)
 
 APP_NAME = "Model Memory Estimator"
 METHOD_SENTENCES = (
@@ -29,26 +29,13 @@ METHOD_SENTENCES = (
 )
 
 
-class PostingError(Exception):
-    """A post that cannot be made; ``message`` is for the person who asked."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Existing:
-    """A discussion already on the repo with our title."""
-
-    num: int
-    url: str
+Existing = hub.DiscussionLink  # a discussion already on the repo with our title
 
 
 def repo_id(estimate: Estimate) -> str:
     """The Hub repo to post on; only Hub results can be posted."""
     if estimate.source != "hub":
-        raise PostingError("Only results for a model on the Hub can be posted; this one came from a local folder.")
+        raise PostingError("Only results for a model on the Hub can be posted; this one came from a local folder.", model_id=estimate.model)
     return estimate.model
 
 
@@ -99,39 +86,38 @@ def body(estimate: Estimate, link: str) -> str:
 
 def find_existing(repo: str, wanted_title: str, *, token: str | None) -> Existing | None:
     """The first discussion on ``repo`` titled ``wanted_title``, if any (open or closed)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
-    try:
-        for discussion in HfApi().get_repo_discussions(repo, repo_type="model", token=token or None):
-            if discussion.title == wanted_title and not discussion.is_pull_request:
-                return Existing(num=discussion.num, url=discussion.url)
-    except HfHubHTTPError as exc:
-        raise PostingError(_hub_message(exc, repo, "read the discussions of")) from None
-    return None
+    return hub.find_discussion(repo, wanted_title, token=token or None)
 
 
 def post(repo: str, wanted_title: str, text: str, *, token: str) -> str:
     """Open the discussion with the visitor's ``token``; return its URL."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
     if not token:
-        raise PostingError("Sign in with Hugging Face, or paste a token with the write-discussions permission, to post.")
-    try:
-        discussion = HfApi().create_discussion(repo, title=wanted_title, description=text, repo_type="model", token=token)
-    except HfHubHTTPError as exc:
-        raise PostingError(_hub_message(exc, repo, "open a discussion on")) from None
-    logger.info("posted discussion #%s on %s", discussion.num, repo)
-    return discussion.url
+        raise PostingError("Sign in with Hugging Face, or paste a token with the write-discussions permission, to post.", model_id=repo)
+    return hub.open_discussion(repo, wanted_title, text, token=token).url
 
 
-def _hub_message(exc: Exception, repo: str, what: str) -> str:
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    if status == 401:
-        return f"The Hub did not accept the token to {what} {repo}; check that it is valid (HTTP 401)."
-    if status == 403:
-        return f"The token may not {what} {repo}: it needs the write-discussions permission (HTTP 403)."
-    if status == 404:
-        return f"The Hub has no model {repo!r} (HTTP 404)."
-    return f"The Hub could not {what} {repo} (HTTP {status or 'error'}); try again later."
+def existing_note(existing: Existing) -> str:
+    return f"This model already has this discussion: [#{existing.num}]({existing.url}). Add to it there rather than opening a duplicate."
+
+
+def preview(last: Estimate, link: str, token: str | None) -> tuple[str, str]:
+    """The body that would be posted, and a status line: whether the repo already has a discussion with our title."""
+    repo = repo_id(last)
+    existing = find_existing(repo, title(last), token=token)
+    text = f"**{title(last)}** (on {repo})\n\n" + body(last, link)
+    status = existing_note(existing) if existing else f"No discussion with this title on {repo} yet. Post it when it reads right."
+    return text, status
+
+
+def publish(last: Estimate, link: str, token: str | None) -> str:
+    """Post with the visitor's token, unless the discussion exists; a Markdown link to the discussion."""
+    repo = repo_id(last)
+    wanted = title(last)
+    existing = find_existing(repo, wanted, token=token)
+    if existing:
+        return existing_note(existing)
+    url = post(repo, wanted, body(last, link), token=token or "")
+    return f"Posted: [{url}]({url})"
+
+
+__all__ = ["Existing", "PostingError", "body", "existing_note", "find_existing", "post", "preview", "publish", "repo_id", "title"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from estimator.fit import gpus
+from estimator.fit.gpus import CUDA_CONTEXT_BYTES, GPUS, fits_frame, verdict
 from estimator.result import Estimate, Row
-from estimator_app import gpus
-from estimator_app.gpus import CUDA_CONTEXT_BYTES, GPUS, fits_frame, verdict
 
 GiB = 1024**3
 

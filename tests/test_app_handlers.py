@@ -11,13 +11,8 @@ from typing import Any
 import gradio as gr
 import pytest
 
-from tests.conftest import REPO_ROOT
-
-_environ = dict(os.environ)
-import app  # noqa: E402 - imported between saving and restoring the environment
-
-os.environ.clear()  # importing app sets HF_HUB_* defaults; keep them out of other tests' subprocesses
-os.environ.update(_environ)
+import estimator_app.handlers as app  # the page's handlers; importing them sets no environment variable
+from testkit.hub_process import REPO_ROOT
 
 GPT2 = Path("/work/shared/hub-fixtures/models/openai-community/gpt2")
 DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")

@@ -1,8 +1,23 @@
-"""All Hub access, through ``huggingface_hub`` only, with a timeout on every call.
+"""All Hub access, through ``huggingface_hub``'s public API only, with the caller's timeout on each call.
 
 Each function here translates the client's exceptions into :mod:`estimator.errors` (one place,
 :func:`hub_errors`), so callers see "gated: pass a token" rather than an HTTP traceback. Tokens are
-passed through to the client and never appear in a message, a log line or a cache key.
+passed through to the client per call and never appear in a message, a log line or a cache key.
+
+Nothing here changes ``huggingface_hub``'s process-wide state (its shared HTTP client, its
+constants): the timeout travels with each call.
+
+- ``model_info`` (also behind :func:`file_sizes`, with ``files_metadata=True``): ``timeout=``.
+- ``hf_hub_download``: ``etag_timeout=`` bounds the metadata request that resolves the file; the
+  body of the (small JSON) file is read under the client's own ``HF_HUB_DOWNLOAD_TIMEOUT`` (10 s
+  unless the environment says otherwise), which ``hf_hub_download`` takes from no argument.
+- ``get_safetensors_metadata``: ``timeout=`` bounds each header read; its two existence probes
+  and the index download use the client's defaults (``HF_HUB_ETAG_TIMEOUT``,
+  ``HF_HUB_DOWNLOAD_TIMEOUT``, 10 s each), which it takes from no argument.
+- Discussions: ``HfApi.get_repo_discussions`` and ``create_discussion`` take no timeout, so
+  :func:`find_discussion` and :func:`open_discussion` make the same two requests through the
+  client's public session (``get_session``, ``build_hf_headers``, ``hf_raise_for_status``), each
+  with ``timeout=``.
 """
 
 from __future__ import annotations
@@ -11,6 +26,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from estimator.errors import (
@@ -21,6 +38,8 @@ from estimator.errors import (
     MalformedConfigError,
     ModelNotFoundError,
     NoConfigError,
+    Option,
+    PostingError,
     RevisionNotFoundError,
 )
 
@@ -31,26 +50,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
-_configured_timeout: float | None = None
-
-
-def _configure_session(timeout: float) -> None:
-    """Give huggingface_hub's shared HTTP client a timeout (its default client has none)."""
-    global _configured_timeout
-    if _configured_timeout == timeout:
-        return
-    import httpx2  # huggingface_hub's own HTTP library
-    from huggingface_hub.utils import _http
-
-    def factory() -> Any:
-        return httpx2.Client(
-            event_hooks={"request": [_http.hf_request_event_hook]},
-            follow_redirects=True,
-            timeout=httpx2.Timeout(timeout),
-        )
-
-    _http.set_client_factory(factory)
-    _configured_timeout = timeout
+_TIMEOUTS = {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutError"}
+_UNREACHABLE = {"ConnectError", "NetworkError", "TransportError", "LocalEntryNotFoundError", "ConnectionError"}
 
 
 def endpoint() -> str:
@@ -61,8 +62,14 @@ def endpoint() -> str:
 
 
 @contextlib.contextmanager
-def hub_errors(repo_id: str, revision: str | None, *, token_given: bool, what: str = "the model") -> Iterator[None]:
-    """Translate huggingface_hub and network exceptions raised inside into estimator errors."""
+def hub_errors(
+    repo_id: str, revision: str | None, *, token_given: bool, what: str = "the model", posting: str | None = None,
+) -> Iterator[None]:
+    """Translate huggingface_hub and network exceptions raised inside into estimator errors.
+
+    ``posting`` names what a discussion request does (``"open a discussion on"``): a token the Hub
+    refuses there is a :class:`~estimator.errors.PostingError` naming the permission posting needs.
+    """
     from huggingface_hub import errors as hf
 
     rev = f" at revision {revision!r}" if revision else ""
@@ -77,8 +84,8 @@ def hub_errors(repo_id: str, revision: str | None, *, token_given: bool, what: s
                 model_id=repo_id, revision=revision,
             ) from None
         raise GatedModelError(
-            f"{repo_id} is gated: accept its conditions at {endpoint()}/{repo_id} and pass a token "
-            f"(--token, the HF_TOKEN variable, or `hf auth login`).",
+            [f"{repo_id} is gated: accept its conditions at {endpoint()}/{repo_id} and pass a token (",
+             Option("token"), ", the HF_TOKEN variable, or `hf auth login`)."],
             model_id=repo_id, revision=revision,
         ) from None
     except hf.RevisionNotFoundError:
@@ -86,47 +93,57 @@ def hub_errors(repo_id: str, revision: str | None, *, token_given: bool, what: s
     except hf.RemoteEntryNotFoundError:
         raise NoConfigError(f"{repo_id}{rev} has no {what}; is it a model repo with a config.json?", model_id=repo_id, revision=revision) from None
     except hf.RepositoryNotFoundError:
-        hint = "" if token_given else " If it is private, pass a token that can read it (--token or HF_TOKEN)."
-        raise ModelNotFoundError(f"No model {repo_id!r} on the Hub; check the spelling.{hint}", model_id=repo_id, revision=revision) from None
+        hint: list[str | Option] = [] if token_given else [" If it is private, pass a token that can read it (", Option("token"), " or HF_TOKEN)."]
+        raise ModelNotFoundError([f"No model {repo_id!r} on the Hub; check the spelling.", *hint], model_id=repo_id, revision=revision) from None
     except hf.OfflineModeIsEnabled:
         raise HubError(f"Offline mode (HF_HUB_OFFLINE) is on, so {repo_id} cannot be fetched from the Hub.", model_id=repo_id) from None
     except hf.HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
         if status == 429:
             raise HubRateLimitedError(f"The Hub is rate-limiting requests (HTTP 429) for {repo_id}; wait a minute and try again.", model_id=repo_id) from None
+        if posting is not None and status in (401, 403) and token_given:
+            raise PostingError(_refused(repo_id, posting, status), model_id=repo_id, status=status) from None
         if status in (401, 403) and token_given:
             raise ModelNotFoundError(f"The Hub refused the token for {repo_id} (HTTP {status}); check that it is valid and can read this repo.", model_id=repo_id) from None
         raise HubError(f"The Hub failed while fetching {what} of {repo_id} (HTTP {status}); try again later.", model_id=repo_id) from None
     except Exception as exc:  # network-level failures come from httpx2, whose classes we match by name
         names = {cls.__name__ for cls in type(exc).__mro__}
-        if names & {"TimeoutException", "ReadTimeout", "ConnectTimeout", "TimeoutError"}:
+        if names & _TIMEOUTS:
             raise HubTimeoutError(f"The Hub did not answer in time for {repo_id}; try again, or later if it persists.", model_id=repo_id) from None
-        if names & {"ConnectError", "NetworkError", "TransportError", "LocalEntryNotFoundError", "ConnectionError"}:
+        if names & _UNREACHABLE:
             raise HubError(f"Could not reach the Hub at {endpoint()} for {repo_id}; check the network.", model_id=repo_id) from None
         raise
 
 
+def _refused(repo_id: str, posting: str, status: int) -> str:
+    if status == 401:
+        return f"The Hub did not accept the token to {posting} {repo_id}; check that it is valid (HTTP 401)."
+    return f"The token may not {posting} {repo_id}: it needs the write-discussions permission (HTTP 403)."
+
+
 def model_info(repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> ModelInfo:
-    """``huggingface_hub.model_info`` with siblings, translated errors and a timeout."""
+    """``HfApi.model_info`` with siblings, translated errors and a timeout."""
     from huggingface_hub import HfApi
 
-    _configure_session(timeout)
     with hub_errors(repo_id, revision, token_given=token is not None, what="model info"):
         return HfApi().model_info(repo_id, revision=revision, token=token, timeout=timeout)
 
 
-def download_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
-    """Download ``filename`` (a small JSON file) through the Hub cache and parse it."""
+def download_any_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+    """A small JSON file of any shape (``modules.json`` is a list), downloaded through the Hub cache and parsed."""
     from huggingface_hub import hf_hub_download
 
-    _configure_session(timeout)
     with hub_errors(repo_id, revision, token_given=token is not None, what=filename):
         path = hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MalformedConfigError(f"{filename} of {repo_id} is not valid JSON ({exc}).", model_id=repo_id, revision=revision) from None
+
+
+def download_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """Download ``filename`` (a small JSON object, such as config.json) through the Hub cache and parse it."""
+    data = download_any_json(repo_id, filename, revision=revision, token=token, timeout=timeout)
     if not isinstance(data, dict):
         raise MalformedConfigError(f"{filename} of {repo_id} is not a JSON object.", model_id=repo_id, revision=revision)
     return data
@@ -137,7 +154,6 @@ def safetensors_metadata(repo_id: str, *, revision: str | None, token: str | Non
     from huggingface_hub import get_safetensors_metadata
     from huggingface_hub.errors import NotASafetensorsRepoError, SafetensorsParsingError
 
-    _configure_session(timeout)
     try:
         with hub_errors(repo_id, revision, token_given=token is not None, what="safetensors weights"):
             return get_safetensors_metadata(repo_id, revision=revision, token=token, timeout=timeout)
@@ -150,19 +166,76 @@ def file_sizes(repo_id: str, paths: list[str], *, revision: str | None, token: s
     """The size the Hub declares for each of ``paths`` (LFS size where the file is in LFS)."""
     from huggingface_hub import HfApi
 
-    _configure_session(timeout)
     with hub_errors(repo_id, revision, token_given=token is not None, what="file sizes"):
-        wanted = set(paths)
-        infos = [item for item in HfApi().list_repo_tree(repo_id, revision=revision, token=token, recursive=True) if item.path in wanted]
+        info = HfApi().model_info(repo_id, revision=revision, token=token, files_metadata=True, timeout=timeout)
+    wanted = set(paths)
     sizes = {}
-    for item in infos:
-        size = getattr(item, "size", None)
-        lfs = getattr(item, "lfs", None)
-        if lfs is not None and getattr(lfs, "size", None):
-            size = lfs.size
+    for item in info.siblings or []:
+        if item.rfilename not in wanted:
+            continue
+        size = item.size
+        if item.lfs is not None and item.lfs.size:
+            size = item.lfs.size
         if size is not None:
-            sizes[item.path] = int(size)
+            sizes[item.rfilename] = int(size)
     missing = [p for p in paths if p not in sizes]
     if missing:
         raise HubError(f"The Hub did not give the size of {', '.join(missing)} in {repo_id}.", model_id=repo_id)
     return sizes
+
+
+@dataclass(frozen=True)
+class DiscussionLink:
+    """A discussion on a model repo: its number and its page."""
+
+    num: int
+    url: str
+
+
+def _discussions_url(repo_id: str) -> str:
+    return f"{endpoint()}/api/models/{repo_id}/discussions"
+
+
+def find_discussion(repo_id: str, title: str, *, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> DiscussionLink | None:
+    """The first discussion (not pull request, open or closed) on model ``repo_id`` titled ``title``, if any.
+
+    The request ``HfApi.get_repo_discussions`` makes, page by page, each with ``timeout``.
+    """
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+    headers = build_hf_headers(token=token)
+    page = 0
+    with hub_errors(repo_id, None, token_given=token is not None, what="the discussions", posting="read the discussions of"):
+        while True:
+            response = get_session().get(_discussions_url(repo_id), params={"p": page}, headers=headers, timeout=timeout)
+            hf_raise_for_status(response)
+            listing = response.json()
+            found = listing.get("discussions") or []
+            for item in found:
+                if item.get("title") == title and not item.get("isPullRequest"):
+                    num = int(item["num"])
+                    return DiscussionLink(num=num, url=f"{endpoint()}/{repo_id}/discussions/{num}")
+            if not found or int(listing.get("start", 0)) + len(found) >= int(listing.get("count", 0)):
+                return None
+            page += 1
+
+
+def open_discussion(repo_id: str, title: str, description: str, *, token: str, timeout: float = DEFAULT_TIMEOUT_S) -> DiscussionLink:
+    """Open a discussion on model ``repo_id`` with ``token`` (write-discussions); return where it is.
+
+    The request ``HfApi.create_discussion`` makes, with ``timeout``. A timeout does not say the
+    Hub did not take the post: look for it (:func:`find_discussion`) before posting again.
+    """
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+    if not token:
+        raise PostingError("Opening a discussion needs a token with the write-discussions permission.", model_id=repo_id)
+    payload = {"title": title.strip(), "description": description.strip(), "pullRequest": False}
+    with hub_errors(repo_id, None, token_given=True, what="the discussions", posting="open a discussion on"):
+        response = get_session().post(_discussions_url(repo_id), json=payload, headers=build_hf_headers(token=token), timeout=timeout)
+        hf_raise_for_status(response)
+        num = int(response.json()["num"])
+    logger.info("opened discussion #%s on %s", num, repo_id)
+    return DiscussionLink(num=num, url=f"{endpoint()}/{repo_id}/discussions/{num}")

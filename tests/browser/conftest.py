@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, hub_env
+from testkit.hub_process import REPO_ROOT, hub_env
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]

@@ -12,7 +12,7 @@ import pytest
 
 from estimator.units import format_bytes
 from tests.browser.conftest import cli_json
-from tests.conftest import REPO_ROOT
+from testkit.hub_process import REPO_ROOT
 
 pytestmark = pytest.mark.browser
 MODEL = "openai-community/gpt2"

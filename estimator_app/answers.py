@@ -1,0 +1,88 @@
+"""One request's answer: the estimate (through the lanes) and every rendering of it, cached.
+
+The core is called as the hosted page must call it: the visitor's token or none (never the
+server's), never ``trust_remote_code``, and with ``cross_check`` on. Renderings are plain values
+(tables, chart data, download paths; Gradio copies what it sends) kept per result digest, and the
+downloads are written once per distinct result under ``$TMPDIR/estimator_app/<digest>/``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from estimator import estimate
+from estimator.cache import LRUCache
+from estimator.fit import gpus
+from estimator_app import chart, form, tables
+from estimator_app.lanes import lanes
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from estimator.result import Estimate
+
+DOWNLOADS = Path(tempfile.gettempdir()) / "estimator_app"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Everything the page shows for one result and one chosen GPU."""
+
+    summary: str
+    table: pd.DataFrame
+    csv_path: str
+    json_path: str
+    chart: pd.DataFrame
+    chart_title: str
+    fits: pd.DataFrame
+    fits_caption: str
+    method: str
+
+
+_RENDERED: LRUCache[Rendered] = LRUCache(256)
+
+
+def request_key(state: form.FormState) -> tuple[Any, ...]:
+    """What makes two requests the same question (never a token)."""
+    return (state.model, state.revision, tuple(sorted((k, str(v)) for k, v in state.estimate_kwargs().items())))
+
+
+def answer(state: form.FormState, token: str | None, *, admitted: Callable[[], None] = lambda: None) -> Estimate:
+    """Estimate ``state`` with the visitor's ``token``, in the builder lane unless asked before."""
+
+    def work() -> Estimate:
+        return estimate(state.model, **state.estimate_kwargs(), token=token or None, trust_remote_code=False, cross_check=True)
+
+    return lanes().run(request_key(state), work, admitted=admitted)
+
+
+def rendered(result: Estimate, gpu: str | None) -> Rendered:
+    """Every rendering of ``result``, with ``gpu`` first in the fits-on table; kept for repeats."""
+    key = (tables.result_key(result), gpu)
+    cached = _RENDERED.get(key)
+    if cached is not None:
+        return cached
+    DOWNLOADS.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = tables.write_downloads(result, DOWNLOADS / key[0])
+    made = Rendered(
+        summary=tables.summary(result),
+        table=tables.results_frame(result),
+        csv_path=str(csv_path),
+        json_path=str(json_path),
+        chart=chart.chart_frame(result),
+        chart_title=chart.chart_title(result),
+        fits=gpus.fits_frame(result, gpu),
+        fits_caption=gpus.fits_caption(result.mode),
+        method=tables.method_note(result),
+    )
+    _RENDERED.put(key, made)
+    return made
+
+
+def pinned(state: form.FormState, revision: str | None) -> form.FormState:
+    """The link pins the commit that was estimated, so it reproduces this very result."""
+    return replace(state, revision=revision) if revision and len(revision) == 40 else state
