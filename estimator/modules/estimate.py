@@ -1,15 +1,19 @@
 """``estimate_module``: the contract's :class:`~estimator.result.Estimate` for any ``nn.Module``.
 
-The module is never run for real and never copied with its data: its parameters and buffers are
-mapped to meta tensors (a structural ``deepcopy`` whose memo maps every tensor to a meta one, so
-the caller's module is untouched and tied weights stay tied), the copy is materialised as fake
-tensors by the peak simulator's :func:`~estimator.peak.materialize.materialize`, and one step is
-run under its :class:`~estimator.peak.tracker.StorageTracker`:
+A thin front over the project's one simulation engine,
+:func:`~estimator.peak.engine.simulate_step` (the same function ``simulate_peak`` runs for Hub
+models). The module is never run for real and never copied with its data: its parameters and
+buffers are mapped to meta tensors (a structural ``deepcopy`` whose memo maps every tensor to a
+meta one, so the caller's module is untouched and tied weights stay tied), the copy is
+materialised as fake tensors by :func:`~estimator.peak.materialize.materialize`, and the engine
+runs one step on a workload of positional inputs of the given sizes
+(:func:`~estimator.peak.inputs.module_workload`):
 
 - ``mode="training"``: two steps of forward, ``loss_fn(output)`` (default: the sum of the first
   output), backward, ``optimizer.step()`` and ``zero_grad(set_to_none=True)``; the peak is taken
-  over the second step, when the optimizer states exist. The output is dropped once the loss is
-  computed, as a training loop that keeps only the loss does.
+  over the second step, when the optimizer states exist. Step 1 runs in full (a module may create
+  state in its first forward). The output is dropped once the loss is computed, as a training
+  loop that keeps only the loss does.
 - ``mode="inference"``: one forward under ``torch.no_grad()`` in ``eval()`` mode; the output is
   alive at the end.
 - ``mode="load"``: weights only; ``peak_bytes`` is ``None`` as the contract says.
@@ -17,31 +21,36 @@ run under its :class:`~estimator.peak.tracker.StorageTracker`:
 So a module too large for this machine costs nothing to estimate: build it under
 ``torch.device("meta")`` and pass it as is.
 
-``device="cpu"`` adds the workspaces of the CPU convolution kernels (oneDNN), which allocate
-blocked copies of their operands that no aten op shows (see :class:`_CpuKernelWorkspace`).
-``device="cuda"`` runs the same fakes with CUDA's optimizer defaults (``foreach``) and the peak
-simulator's model of CUDA's attention kernels (:mod:`estimator.peak.cuda_sdpa`); cuDNN
-workspaces and the CUDA caching allocator's rounding are not modelled (a note says so).
+``device="cpu"`` adds the buffers the CPU kernels allocate internally (oneDNN's blocked copies of
+convolution operands, BLAS copies of strided matrix operands), from the engine's one model,
+:mod:`estimator.peak.workspace`. ``device="cuda"`` runs the same fakes with CUDA's optimizer
+defaults (``foreach``) and the engine's model of CUDA's attention kernels
+(:mod:`estimator.peak.cuda_sdpa`); cuDNN workspaces and the CUDA caching allocator's rounding
+are not modelled (a note says so).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch._subclasses.fake_tensor import FakeTensorMode
 
+from estimator.build.weights import measure, training_adam_bytes
 from estimator.errors import BadOptionError, InputError, UnsupportedError
 from estimator.options import Device, DType, Mode, Optimizer, parse_dtypes
-from estimator.peak.components import Component
+from estimator.peak.engine import simulate_step
+from estimator.peak.inputs import module_workload
+from estimator.peak.materialize import materialize
+from estimator.peak.steps import OPTIMIZERS
 from estimator.result import Estimate, Row
-from estimator.weights import measure, training_adam_bytes
 
 __all__ = ["estimate_module", "first_tensor", "parse_input_sizes"]
 
@@ -105,160 +114,6 @@ def meta_copy(module: nn.Module) -> nn.Module:
     return copy.deepcopy(module, memo)
 
 
-class _CpuKernelWorkspace(TorchDispatchMode):
-    """The CPU kernels' hidden allocations, replayed as fake tensors.
-
-    Matrix products: BLAS needs each matrix operand to have a unit stride in one of its last two
-    dimensions and a leading dimension at least its size; ``aten::mm``/``addmm``/``bmm`` copy any
-    other operand (the expanded grad of ``output.sum()``, stride 0) into a temporary while the
-    result exists.
-
-    Convolutions: on CPU, float32 2-d/3-d convolutions run in oneDNN (``aten::mkldnn_convolution``), which
-    reorders operands into channel-blocked layouts (channels padded to a multiple of 16) in
-    buffers the aten op never returns. Measured with the CPU profiler's memory events (torch
-    2.14, x86-64):
-
-    - forward: the input is reordered when it has 16 or more channels per group (first layers,
-      with 1-3 channels, read it as is); the output is computed into a blocked buffer and then
-      copied into the returned tensor, so the blocked output and the result coexist briefly.
-    - backward: a non-contiguous grad_output (the grad of ``output.sum()`` is an expanded
-      scalar) is first copied into a dense tensor that lives through the whole kernel;
-      with a grad input: a blocked copy of grad_output while the grad input is computed;
-      then, for the weight gradient, blocked copies of grad_output and of the input coexist with
-      the (already allocated) grad input. With fewer than 16 input channels and no grad input
-      (a first layer), only a small scratch buffer is used (not modelled).
-
-    Known limits: the exact layouts are oneDNN's choice for the machine's ISA and the shapes;
-    this is the common AVX2/AVX-512 behaviour, checked against the allocator to 2% on the
-    examples in ``tests/test_module_ground_truth.py``.
-    """
-
-    def __init__(self, tracker: Any) -> None:
-        super().__init__()
-        self.tracker = tracker
-
-    def _alloc(self, nbytes: int) -> torch.Tensor | None:
-        if nbytes <= 0:
-            return None
-        previous = self.tracker.new_component
-        self.tracker.new_component = Component.TEMPORARIES
-        try:
-            return torch.empty(nbytes, dtype=torch.uint8)
-        finally:
-            self.tracker.new_component = previous
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        if func is torch.ops.aten.convolution.default and _uses_onednn(args[0], args[1], args[6]):
-            x, w = args[0], args[1]
-            cin = w.shape[1]
-            out_b = _blocked_bytes(_conv_out_elems(x, w, args), w.shape[0], x.element_size())
-            reorder = self._alloc(_nbytes(x)) if cin >= 16 else None
-            blocked = self._alloc(out_b)
-            del reorder
-            out = func(*args, **kwargs)
-            del blocked
-            return out
-        if func is torch.ops.aten.convolution_backward.default and _uses_onednn(args[1], args[2], args[7]):
-            grad_out, x, w = args[0], args[1], args[2]
-            mask = args[-1]
-            cin = w.shape[1]
-            g_b = _blocked_bytes(grad_out.numel(), w.shape[0], grad_out.element_size())
-            # The kernel makes grad_output contiguous first (the grad of a sum is an expanded scalar).
-            dense = None if grad_out.is_contiguous() else self._alloc(_nbytes(grad_out))
-            if mask[0]:
-                ws = self._alloc(g_b)
-                del ws
-            out = func(*args, **kwargs)
-            if mask[1] and (mask[0] or cin >= 16):
-                g2 = self._alloc(g_b)
-                x2 = self._alloc(_blocked_bytes(x.numel(), cin, x.element_size()) if cin >= 16 else _nbytes(x))
-                del g2, x2
-            del dense
-            return out
-        if func in _MATMUL_OPERANDS and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu":
-            out = func(*args, **kwargs)
-            for i in _MATMUL_OPERANDS[func]:
-                operand = args[i]
-                if isinstance(operand, torch.Tensor) and not _blas_compatible(operand):
-                    copy_ = self._alloc(_nbytes(operand))
-                    del copy_
-            return out
-        return func(*args, **kwargs)
-
-
-_MATMUL_OPERANDS = {
-    torch.ops.aten.mm.default: (0, 1),
-    torch.ops.aten.bmm.default: (0, 1),
-    torch.ops.aten.addmm.default: (1, 2),
-    torch.ops.aten.baddbmm.default: (1, 2),
-}
-
-
-def _blas_compatible(t: torch.Tensor) -> bool:
-    if t.dim() < 2:
-        return True
-    rows, cols = t.shape[-2], t.shape[-1]
-    s_rows, s_cols = t.stride()[-2], t.stride()[-1]
-    if rows <= 1 or cols <= 1:
-        return True
-    return (s_cols == 1 and s_rows >= cols) or (s_rows == 1 and s_cols >= rows)
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
-def _blocked_bytes(elems: int, channels: int, itemsize: int) -> int:
-    """Bytes of a tensor of ``elems`` elements once its channels are padded to a multiple of 16."""
-    if channels <= 0:
-        return 0
-    return elems // channels * (-(-channels // 16) * 16) * itemsize
-
-
-def _conv_out_elems(x: torch.Tensor, w: torch.Tensor, args: Sequence[Any]) -> int:
-    stride, padding, dilation = args[3], args[4], args[5]
-    n = x.shape[0] * w.shape[0]
-    for i, size in enumerate(x.shape[2:]):
-        k = w.shape[2 + i]
-        n *= (size + 2 * padding[i] - dilation[i] * (k - 1) - 1) // stride[i] + 1
-    return n
-
-
-def _uses_onednn(x: Any, w: Any, transposed: Any) -> bool:
-    return (
-        isinstance(x, torch.Tensor)
-        and x.dtype == torch.float32
-        and x.dim() in (4, 5)
-        and not transposed
-        and x.device.type == "cpu"
-        and torch.backends.mkldnn.is_available()
-    )
-
-
-def _make_optimizer(params: list[nn.Parameter], optimizer: Optimizer, device: Device) -> torch.optim.Optimizer:
-    # CPU tensors default to the for-loop implementations, CUDA tensors to the multi-tensor ones.
-    foreach = device is Device.CUDA
-    if optimizer is Optimizer.ADAMW:
-        return torch.optim.AdamW(params, lr=1e-3, foreach=foreach)
-    if optimizer is Optimizer.SGD:
-        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
-    if optimizer is Optimizer.ADAFACTOR:
-        return torch.optim.Adafactor(params, lr=1e-3, foreach=foreach)
-    raise UnsupportedError(f"optimizer {optimizer.value} is not simulated for modules; use adamw, sgd or adafactor.")
-
-
-def _state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
-    for state in optimizer.state.values():
-        for value in state.values():
-            if isinstance(value, torch.Tensor):
-                yield value
-
-
-def _unique(tensors: Any) -> list[torch.Tensor]:
-    return list({id(t): t for t in tensors}.values())
-
-
 def simulate_module(
     model: nn.Module,
     sizes: tuple[tuple[int, ...], ...],
@@ -270,73 +125,32 @@ def simulate_module(
     loss_fn: Callable[[Any], torch.Tensor] | None,
     autocast_dtype: torch.dtype | None = None,
 ) -> tuple[int, dict[str, int]]:
-    """Run one step of ``model`` (built on meta, consumed) on fake inputs; return peak and components."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from estimator.peak.materialize import materialize
-    from estimator.peak.tracker import StorageTracker
-
+    """One step of ``model`` (built on meta, consumed) on inputs of ``sizes``, by the one engine
+    (:func:`~estimator.peak.engine.simulate_step`); returns the peak and its components."""
+    if optimizer.value not in OPTIMIZERS:
+        raise UnsupportedError(f"optimizer {optimizer.value} is not simulated for modules; use adamw, sgd or adafactor.")
     fake_mode = FakeTensorMode(static_shapes=True)
-    materialize(model, fake_mode)
-    tracker = StorageTracker()
-    if device is Device.CPU:
-        workspace: Any = _CpuKernelWorkspace(tracker)
-    else:
-        from estimator.peak.cuda_sdpa import cuda_sdpa  # the simulator's model of CUDA's SDPA kernels
-
-        workspace = cuda_sdpa()
-    autocast: Any = (
-        torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype is not None else contextlib.nullcontext()
-    )
     try:
-        with fake_mode, tracker, workspace:
-            for t in _unique([*model.parameters(), *model.buffers()]):
-                tracker.register(t, Component.WEIGHTS)
-            tracker.new_component = Component.INPUTS
-            inputs = [_make_input(size, input_dtype) for size in sizes]
-            if mode is Mode.TRAINING:
-                model.train()
-                params = [p for p in _unique(model.parameters()) if p.requires_grad]
-                if not params:
-                    raise InputError("the module has no trainable parameters; use mode='inference'.")
-                opt = _make_optimizer(params, optimizer, device)  # type: ignore[arg-type]
-                for step in range(2):
-                    if step == 1:
-                        tracker.reset_peak()
-                    tracker.new_component = Component.ACTIVATIONS
-                    with autocast:
-                        output = model(*inputs)
-                        loss = loss_fn(output) if loss_fn is not None else first_tensor(output).sum()
-                    del output
-                    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                        raise InputError("loss_fn must return a scalar tensor.")
-                    tracker.new_component = Component.TEMPORARIES
-                    loss.backward()
-                    del loss
-                    tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
-                    opt.step()
-                    tracker.relabel(_state_tensors(opt), Component.OPTIMIZER_STATES)
-                    opt.zero_grad(set_to_none=True)
-                snap = tracker.snapshot()
-                del opt
-            else:
-                model.eval()
-                tracker.new_component = Component.ACTIVATIONS
-                with torch.no_grad(), autocast:
-                    output = model(*inputs)
-                snap = tracker.snapshot()
-                del output
-            del inputs
+        materialize(model, fake_mode)
+        if mode is Mode.TRAINING and not any(p.requires_grad for p in model.parameters()):
+            raise InputError("the module has no trainable parameters; use mode='inference'.")
+        workload = module_workload(sizes, input_dtype, functools.partial(_scalar_loss, loss_fn))
+        # A module may create state in its first forward (lazy modules, caches): step 1 runs in full.
+        step = simulate_step(
+            model, workload, fake_mode, mode=mode.value, device=device.value,  # type: ignore[arg-type]
+            optimizer=optimizer.value, autocast_dtype=autocast_dtype, full_first_step=True,
+        )
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide
         gc.collect()
-    return snap.peak_bytes, dict(snap.components)
+    return step.peak.peak_bytes, dict(step.peak.components)
 
 
-def _make_input(size: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(size, dtype=dtype)
-    return torch.zeros(size, dtype=dtype)
+def _scalar_loss(loss_fn: Callable[[Any], torch.Tensor] | None, output: Any) -> torch.Tensor:
+    loss = loss_fn(output) if loss_fn is not None else first_tensor(output).sum()
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise InputError("loss_fn must return a scalar tensor.")
+    return loss
 
 
 def estimate_module(

@@ -14,7 +14,7 @@ its parameters and saved bytes are added to its nearest shown ancestor (depth 0 
 
 The totals: input bytes, parameter bytes, saved-for-backward bytes, their sum ("estimated total",
 what a per-layer count can see) and the true training peak from
-:func:`~estimator.module.estimate_module`, which also holds gradients, optimizer states and the
+:func:`~estimator.modules.estimate.estimate_module`, which also holds gradients, optimizer states and the
 temporaries of backward. Nothing is run for real; the module is not modified.
 """
 
@@ -30,8 +30,9 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from estimator.errors import BadOptionError, InputError
-from estimator.module import InputSize, _make_input, estimate_module, meta_copy, parse_input_sizes
+from estimator.modules.estimate import InputSize, estimate_module, meta_copy, parse_input_sizes
 from estimator.options import DType
+from estimator.peak.inputs import make_input
 from estimator.result import Estimate
 from estimator.units import format_bytes
 
@@ -162,7 +163,7 @@ def trace_calls(
     buffer_bytes = sum(b.numel() * b.element_size() for b in {id(b): b for b in model.buffers()}.values())
     try:
         with fake_mode:
-            inputs = [_make_input(size, input_dtype) for size in sizes]
+            inputs = [make_input(size, input_dtype) for size in sizes]
             skip.update(x.untyped_storage()._cdata for x in inputs)
             input_bytes = sum(x.numel() * x.element_size() for x in inputs)
             model.train()
@@ -301,7 +302,7 @@ def render(summary: Summary) -> str:
     line = "-" * (sum(widths) + 2 * (len(widths) - 1))
 
     def fmt(r: tuple[str, ...]) -> str:
-        cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])] + [c.rjust(w) for c, w in zip(r[2:], widths[2:])]
+        cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])] + [c.rjust(w) for c, w in zip(r[2:], widths[2:], strict=False)]
         return "  ".join(cells).rstrip()
 
     out = [line, fmt(rows[0]), line, *(fmt(r) for r in rows[1:]), line]

@@ -1,4 +1,11 @@
-"""The public entry of the peak-memory simulator: ``simulate_peak``.
+"""The public entry of the peak-memory simulator for Hub models: ``simulate_peak``.
+
+The simulation itself is the project's one engine, :func:`~estimator.peak.steps.simulate_step`
+(re-exported here), which :func:`~estimator.modules.estimate.estimate_module` calls too. This
+module adds what is particular to Hub models: the workload a real run of the model's kind would
+do (:func:`~estimator.peak.inputs.workload_for`), layer extrapolation for decoders with many
+alike layers (:mod:`estimator.peak.layers`), and the formula fallback where the model's code
+cannot run on fake tensors.
 
 The model's own forward (and, for training, backward and ``torch.optim.AdamW`` step) runs on fake
 tensors under :class:`~estimator.peak.tracker.StorageTracker`; the result is the peak of live
@@ -18,33 +25,31 @@ Work simulated:
   states exist.
 
 ``device="cpu"`` reproduces a CPU run exactly as PyTorch would do it (its SDPA kernel choice, the
-for-loop AdamW that CPU tensors default to). ``device="cuda"`` runs on the same CPU fakes but
-reproduces CUDA's choices: ``foreach`` AdamW, and SDPA modelled as the flash / memory-efficient
-kernels (see :mod:`estimator.peak.cuda_sdpa`).
+for-loop AdamW that CPU tensors default to, the oneDNN and BLAS buffers of
+:mod:`estimator.peak.workspace`). ``device="cuda"`` runs on the same CPU fakes but reproduces
+CUDA's choices: ``foreach`` AdamW, and SDPA modelled as the flash / memory-efficient kernels (see
+:mod:`estimator.peak.cuda_sdpa`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.peak.components import Component
 from estimator.peak.formula import formula_components
-from estimator.peak.inputs import ModelKind, Workload, workload_for
+from estimator.peak.inputs import workload_for
 from estimator.peak.layers import SAMPLE_LAYERS, extrapolate, layer_count
 from estimator.peak.materialize import materialize
-from estimator.peak.tracker import PeakSnapshot, StorageTracker, WorkspaceModel
-from estimator.peak.workspace import cpu_workspace
+from estimator.peak.steps import StepPeak, simulate_step
+from estimator.peak.tracker import PeakSnapshot
 
-__all__ = ["PeakResult", "simulate_peak"]
+__all__ = ["PeakResult", "StepPeak", "simulate_peak", "simulate_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +136,8 @@ def simulate_peak(
 
 
 def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:
-    name, snap = max(phases.items(), key=lambda item: item[1].peak_bytes)
+    step = StepPeak(phases, notes)
+    name, snap = step.phase, step.peak
     extra = []
     if "decode" in phases and name != "decode":
         kv = phases["decode"].components.get(Component.KV_CACHE.value, 0)
@@ -143,184 +149,24 @@ def _run(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int,
 ) -> tuple[Phases, tuple[str, ...]]:
-    """One full simulation: the peak of each phase of the step, and notes; raises where the
-    model's code fails. The step's peak is the largest phase peak."""
+    """One full simulation by the engine (:func:`~estimator.peak.steps.simulate_step`): the peak
+    of each phase of the step, and notes; raises where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
         materialize(model, fake_mode)
-        with _target_device(model, device):
-            if mode == "training":
-                phases, notes = _simulate_training(model, workload, fake_mode, device)
-            else:
-                phases, notes = _simulate_inference(model, workload, fake_mode, max_new_tokens, device)
-        return phases, notes + _uncounted(model, mode, device)
+        step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens)
+        return step.phases, step.notes + _uncounted(model, mode, device)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
         gc.collect()
 
 
-@contextlib.contextmanager
-def _target_device(model: nn.Module, device: Device) -> Iterator[None]:
-    if device == "cuda":
-        from estimator.peak.cuda_sdpa import cuda_sdpa
-
-        with cuda_sdpa():
-            yield
-    else:
-        yield
-
-
 def _uncounted(model: nn.Module, mode: Mode, device: Device) -> tuple[str, ...]:
     """Notes on memory the simulation does not count (see docs/peak.md)."""
-    notes = []
-    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     if device == "cuda":
-        notes.append("not in peak_bytes: allocator rounding, CUDA context, cuBLAS/cuDNN workspaces")
-    elif has_conv and mode == "training":
-        notes.append("not counted: oneDNN workspaces inside CPU convolution backward")
-    return tuple(notes)
-
-
-def _workspace_model(device: Device) -> WorkspaceModel | None:
-    return cpu_workspace if device == "cpu" else None
-
-
-def _unique_tensors(tensors: Any) -> list[torch.Tensor]:
-    return list({id(t): t for t in tensors}.values())
-
-
-def _register_model(tracker: StorageTracker, model: nn.Module) -> None:
-    for t in _unique_tensors(list(model.parameters()) + list(model.buffers())):
-        tracker.register(t, Component.WEIGHTS)
-
-
-def _register_inputs(tracker: StorageTracker, inputs: dict[str, torch.Tensor]) -> None:
-    for t in inputs.values():
-        tracker.register(t, Component.INPUTS)
-
-
-def _simulate_training(
-    model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, device: Device
-) -> tuple[Phases, tuple[str, ...]]:
-    model.train()
-    params = [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
-    tracker = StorageTracker(_workspace_model(device))
-    notes = [f"training: 2 steps of forward + loss + backward + AdamW, peak of step 2 ({workload.description})"]
-    # CPU tensors default to the for-loop AdamW; CUDA tensors to the multi-tensor (foreach) one.
-    optimizer = torch.optim.AdamW(params, lr=1e-4, foreach=(device == "cuda"))
-    with fake_mode, tracker:
-        _register_model(tracker, model)
-        tracker.new_component = Component.INPUTS
-        inputs = workload.make_inputs()
-        # Step 1 only leaves the optimizer states behind (its activations and gradients are freed
-        # by the time step 2 starts), so it is run as gradients + ``optimizer.step()``: the states
-        # are created by AdamW's own lazy initialisation, without a first forward and backward.
-        tracker.new_component = Component.GRADIENTS
-        for p in params:
-            p.grad = torch.zeros_like(p)
-        tracker.new_component = Component.TEMPORARIES
-        optimizer.step()
-        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
-        optimizer.zero_grad(set_to_none=True)
-        # Step 2, tracked from here.
-        tracker.reset_peak()
-        tracker.new_component = Component.ACTIVATIONS
-        loss = workload.train_loss(model, inputs)
-        tracker.new_component = Component.TEMPORARIES
-        loss.backward()
-        del loss
-        tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
-        phases = {"forward_backward": tracker.snapshot()}
-        tracker.reset_peak()
-        optimizer.step()
-        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
-        phases["optimizer_step"] = tracker.snapshot()
-        optimizer.zero_grad(set_to_none=True)
-        del inputs
-    return phases, tuple(notes)
-
-
-def _state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
-    for state in optimizer.state.values():
-        for v in state.values():
-            if isinstance(v, torch.Tensor):
-                yield v
-
-
-def _tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:
-    """Tensors reachable from a cache object (its layers' keys and values)."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif depth == 0 or obj is None or isinstance(obj, (int, float, str, bool)):
-        return
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _tensors_in(item, depth - 1)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors_in(item, depth - 1)
-    elif hasattr(obj, "__dict__"):
-        for item in vars(obj).values():
-            yield from _tensors_in(item, depth - 1)
-
-
-def _simulate_inference(
-    model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, max_new_tokens: int,
-    device: Device,
-) -> tuple[Phases, tuple[str, ...]]:
-    model.eval()
-    tracker = StorageTracker(_workspace_model(device))
-    notes: list[str] = []
-    generative = workload.kind in (ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ_LM)
-    with fake_mode, torch.no_grad():
-        with tracker:
-            _register_model(tracker, model)
-            tracker.new_component = Component.INPUTS
-            inputs = workload.make_inputs()
-            tracker.new_component = Component.ACTIVATIONS
-            out = workload.infer(model, inputs)
-            cache = getattr(out, "past_key_values", None)
-            tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
-            phases = {"prefill" if generative else "forward": tracker.snapshot()}
-        if generative:
-            notes.append(f"inference: generate's prefill ({workload.description}), KV cache on")
-        else:
-            notes.append(f"inference: one forward under no_grad ({workload.description})")
-        if max_new_tokens > 0 and workload.kind is ModelKind.CAUSAL_LM:
-            del out, cache
-            decode = _last_decode_step(model, inputs, tracker, max_new_tokens)
-            notes.append(f"last decode step at context {inputs['input_ids'].shape[1] + max_new_tokens}")
-            phases["decode"] = decode
-        elif max_new_tokens > 0 and workload.kind is ModelKind.SEQ2SEQ_LM:
-            notes.append("max_new_tokens: decoder cache growth of encoder-decoder models not simulated")
-    return phases, tuple(notes)
-
-
-def _last_decode_step(
-    model: nn.Module, inputs: dict[str, torch.Tensor], tracker: StorageTracker, max_new_tokens: int
-) -> PeakSnapshot:
-    """The last token ``generate`` decodes: the cache already holds the prompt and all tokens
-    generated but the last. The cache is filled by an untracked prefill; only the step is tracked."""
-    from estimator.peak.inputs import _prefill_kwargs
-
-    ids = inputs["input_ids"]
-    b, n = ids.shape
-    context = n + max_new_tokens - 1
-    kwargs = _prefill_kwargs(model)
-    out = model(input_ids=torch.zeros(b, context, dtype=ids.dtype), **kwargs)  # untracked
-    cache = out.past_key_values
-    del out
-    with tracker:
-        tracker.reset_peak()
-        tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
-        tracker.new_component = Component.ACTIVATIONS
-        step = model(
-            input_ids=torch.zeros(b, 1, dtype=ids.dtype),
-            past_key_values=cache,
-            use_cache=True,
-            **({"logits_to_keep": 1} if "logits_to_keep" in kwargs else {}),
-        )
-        tracker.relabel(_tensors_in(step.past_key_values), Component.KV_CACHE)
-        snap = tracker.snapshot()
-    return snap
+        return ("not in peak_bytes: allocator rounding, CUDA context, cuBLAS/cuDNN workspaces",)
+    depthwise = any(isinstance(m, nn.modules.conv._ConvNd) and m.groups > 1 for m in model.modules())
+    if depthwise and mode == "training":
+        return ("not counted: oneDNN scratch inside depthwise convolution backward",)
+    return ()

@@ -15,9 +15,13 @@ Inputs per kind (``B`` = batch size, ``L`` = sequence length, ``S`` = image size
 - sequence classification: ``input_ids`` (B, L), class ``labels`` (B,).
 - image classification (transformers): ``pixel_values`` (B, C, S, S), class ``labels`` (B,).
 - timm: images (B, C, S, S) at the pretrained input size unless ``image_size`` is given;
-  cross-entropy against class labels, since timm models have no loss of their own.
+  cross-entropy against class labels (B,) drawn after the forward, since timm models have no
+  loss of their own.
 - anything else with ``input_ids`` or ``pixel_values``: training backpropagates the sum of the
   first output.
+- a plain ``nn.Module`` (:func:`module_workload`): positional inputs of given sizes (random floats,
+  zero integers); training backpropagates ``loss_fn(output)``, by default the sum of the first
+  output. This is the workload of :func:`~estimator.modules.estimate.estimate_module`.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ModelKind", "Workload", "detect_kind", "workload_for"]
+__all__ = ["ModelKind", "Workload", "detect_kind", "first_tensor", "make_input", "module_workload", "prefill_kwargs", "workload_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +51,13 @@ class ModelKind(str, Enum):
     TIMM_IMAGE = "timm_image"
     TEXT_BASE = "text_base"
     VISION_BASE = "vision_base"
+    MODULE = "module"  # any nn.Module, fed positional inputs of given sizes
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What to feed the model and how to run it, for one kind of model."""
+    """What to feed the model and how to run it: ``make_inputs()`` (called inside the fake mode),
+    ``train_loss(model, inputs)`` to a scalar loss and ``infer(model, inputs)`` to the output."""
 
     kind: ModelKind
     make_inputs: Callable[[], dict[str, torch.Tensor]]
@@ -111,7 +117,7 @@ def _image_shape(model: nn.Module, image_size: int | None) -> tuple[int, int, in
     return int(c), int(h), int(w)
 
 
-def _first_tensor(out: Any) -> torch.Tensor:
+def first_tensor(out: Any) -> torch.Tensor:
     if isinstance(out, torch.Tensor):
         return out
     if hasattr(out, "to_tuple"):
@@ -129,7 +135,7 @@ def _accepts(model: nn.Module, arg: str) -> bool:
         return False
 
 
-def _prefill_kwargs(model: nn.Module) -> dict[str, Any]:
+def prefill_kwargs(model: nn.Module) -> dict[str, Any]:
     """What ``generate`` adds to the first forward: a cache object and, where the model takes it,
     ``logits_to_keep=1`` (transformers 5 ``GenerationMixin.generate``: "set it to 1 to avoid
     computing the whole logit matrix")."""
@@ -144,6 +150,32 @@ def _prefill_kwargs(model: nn.Module) -> dict[str, Any]:
     if _accepts(model, "logits_to_keep"):
         kwargs["logits_to_keep"] = 1
     return kwargs
+
+
+def module_workload(
+    sizes: tuple[tuple[int, ...], ...], dtype: torch.dtype, loss_fn: Callable[[Any], torch.Tensor] | None = None
+) -> Workload:
+    """Positional inputs of ``sizes`` in ``dtype``; the training loss is ``loss_fn(output)``, by
+    default the sum of the first output. The output is dropped once the loss exists."""
+
+    def make_inputs() -> dict[str, torch.Tensor]:
+        return {f"input_{i}": make_input(size, dtype) for i, size in enumerate(sizes)}
+
+    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        output = m(*x.values())
+        return loss_fn(output) if loss_fn is not None else first_tensor(output).sum()
+
+    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        return m(*x.values())
+
+    shapes = ", ".join("x".join(map(str, s)) for s in sizes)
+    return Workload(ModelKind.MODULE, make_inputs, train_loss, infer, f"inputs {shapes}")
+
+
+def make_input(size: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(size, dtype=dtype)
+    return torch.zeros(size, dtype=dtype)
 
 
 def workload_for(
@@ -164,14 +196,17 @@ def workload_for(
 
         def make_images() -> dict[str, torch.Tensor]:
             pixels = torch.randn(b, *shape, dtype=dtype)
-            if kind is ModelKind.VISION_BASE:
+            if kind in (ModelKind.VISION_BASE, ModelKind.TIMM_IMAGE):
                 return {"pixel_values": pixels}
             return {"pixel_values": pixels, "labels": torch.randint(0, classes, (b,))}
 
         if kind is ModelKind.TIMM_IMAGE:
 
             def timm_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-                return F.cross_entropy(m(x["pixel_values"]), x["labels"])
+                # The labels are drawn by the loss, after the forward, as the loss_fn of
+                # estimate_module does: both paths then simulate the very same allocations.
+                logits = m(x["pixel_values"])
+                return F.cross_entropy(logits, torch.randint(0, classes, (logits.shape[0],)))
 
             def timm_infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
                 return m(x["pixel_values"])
@@ -180,7 +215,7 @@ def workload_for(
 
         def hf_img_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
             out = m(**x)
-            return out.loss if kind is ModelKind.IMAGE_CLASSIFICATION else _first_tensor(out).sum()
+            return out.loss if kind is ModelKind.IMAGE_CLASSIFICATION else first_tensor(out).sum()
 
         def hf_img_infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
             return m(pixel_values=x["pixel_values"])
@@ -204,18 +239,18 @@ def workload_for(
     def text_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         out = m(**x)
         if kind is ModelKind.TEXT_BASE:
-            return _first_tensor(out).sum()
+            return first_tensor(out).sum()
         return out.loss
 
     def text_infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
         ids = x["input_ids"]
         if kind is ModelKind.CAUSAL_LM:
-            return m(input_ids=ids, **_prefill_kwargs(m))
+            return m(input_ids=ids, **prefill_kwargs(m))
         if kind is ModelKind.SEQ2SEQ_LM:
             start = getattr(config, "decoder_start_token_id", None)
             start = 0 if start is None else int(start)
             decoder_ids = torch.full((ids.shape[0], 1), start, dtype=torch.long)
-            return m(input_ids=ids, decoder_input_ids=decoder_ids, **_prefill_kwargs(m))
+            return m(input_ids=ids, decoder_input_ids=decoder_ids, **prefill_kwargs(m))
         return m(input_ids=ids)
 
     return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}")

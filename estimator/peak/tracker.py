@@ -15,6 +15,11 @@ a mutable ``component``; the caller relabels storages once it knows what they be
 gradients after backward, the optimizer states after a step, the KV cache after prefill), and the
 breakdown at the peak instant is computed from the storages alive at that clock tick.
 
+Kernels that allocate buffers no aten op returns (oneDNN's blocked copies, BLAS operand copies)
+are described by a :data:`WorkspaceModel` (the CPU one is :mod:`estimator.peak.workspace`): for
+each op it gives a :class:`KernelScratch`, counted as a transient on top of the live bytes just
+before the op's outputs are allocated and again while they exist.
+
 This is the same method as PyTorch's private ``torch.distributed._tools.mem_tracker.MemTracker``
 (storage weak references), without its per-module stack and per-op snapshots.
 """
@@ -35,10 +40,20 @@ from torch.utils._pytree import tree_leaves
 from estimator.peak.components import Component
 from estimator.peak.shims import OVERRIDES
 
-__all__ = ["StorageRecord", "StorageTracker", "WorkspaceModel"]
+__all__ = ["KernelScratch", "StorageRecord", "StorageTracker", "WorkspaceModel"]
 
-# (op, args, outputs) -> bytes of a buffer the kernel allocates internally, invisible to fakes.
-WorkspaceModel = Callable[[Any, tuple[Any, ...], Any], int]
+
+@dataclass(frozen=True)
+class KernelScratch:
+    """Bytes a kernel allocates internally, invisible to fakes, at its two high points: before its
+    outputs are allocated, and while they exist (both freed before the kernel returns)."""
+
+    before_outputs: int = 0
+    with_outputs: int = 0
+
+
+# (op, args, outputs) -> the kernel's hidden buffers, or None.
+WorkspaceModel = Callable[[Any, tuple[Any, ...], Any], "KernelScratch | None"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,20 +153,18 @@ class StorageTracker(TorchDispatchMode):
     # -- dispatch -----------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         override = OVERRIDES.get(func)
-        if override is None:
-            out = func(*args, **(kwargs or {}))
-        else:
-            out = override(func, args, kwargs or {})
+        out = func(*args, **(kwargs or {})) if override is None else override(func, args, kwargs or {})
+        scratch = None if self._workspace is None else self._workspace(func, args, out)
+        if scratch is not None and scratch.before_outputs:
+            self._transient(scratch.before_outputs)
         component = self.new_component
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 self._see(t, component)
         if func in _RESIZING_OPS:
             self._resync(args[0])
-        if self._workspace is not None:
-            extra = self._workspace(func, args, out)
-            if extra:
-                self._transient(extra)
+        if scratch is not None and scratch.with_outputs:
+            self._transient(scratch.with_outputs)
         return out
 
     def _transient(self, nbytes: int) -> None:

@@ -3,7 +3,7 @@
 The old tool fed the input through ``model.modules()`` as if they were a chain (so any functional
 op in ``forward()`` broke it), counted every module output twice ("values and gradients") and, as
 its README's figure shows, only the last module's parameters. Here the total is the true peak of a
-training step (:func:`~estimator.module.estimate_module`, AdamW), split the old way:
+training step (:func:`~estimator.modules.estimate.estimate_module`, AdamW), split the old way:
 
 - ``param_bits``: the model's parameters, each once;
 - ``input_bits``: the input;
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from estimator.errors import BadOptionError
-from estimator.module import estimate_module
+from estimator.modules.estimate import estimate_module
 from estimator.result import Estimate
 
 __all__ = ["SizeEstimator"]

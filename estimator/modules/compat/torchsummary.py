@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from estimator.summary import CONTAINERS, summarize
+from estimator.modules.summary import CONTAINERS, summarize
 
 __all__ = ["summary", "summary_string"]
 

@@ -1,0 +1,256 @@
+"""The one simulation engine: :func:`simulate_step` runs one workload on a fake-tensor model.
+
+Every peak the project reports comes from here: :func:`~estimator.peak.engine.simulate_peak` (Hub
+models, workloads from :func:`~estimator.peak.inputs.workload_for`) and
+:func:`~estimator.modules.estimate.estimate_module` (any ``nn.Module``, a workload built from input
+sizes and a loss function) both call it. The model must already be materialised as fake tensors
+(:func:`~estimator.peak.materialize.materialize`) and the call made inside that ``FakeTensorMode``'s
+lifetime (the engine enters it). Every storage is followed by
+:class:`~estimator.peak.tracker.StorageTracker`; on ``device="cpu"`` the kernels' hidden buffers
+come from the one CPU model, :func:`~estimator.peak.workspace.cpu_workspace`; on ``device="cuda"``
+the optimizers are the multi-tensor (``foreach``) ones CUDA tensors default to and SDPA is
+modelled as CUDA's fused kernels (:mod:`estimator.peak.cuda_sdpa`).
+
+- ``mode="inference"``: the workload's ``infer`` under ``no_grad`` in ``eval()`` mode; the output
+  stays alive to the end. Generative workloads (causal / encoder-decoder LM) label the returned
+  cache ``kv_cache``, and with ``max_new_tokens`` a causal LM's last decode step is a second phase.
+- ``mode="training"``: two steps of ``train_loss`` (forward and loss; the output is dropped once
+  the loss exists), backward, ``optimizer.step()`` and ``zero_grad(set_to_none=True)``, with the
+  forward under CPU autocast when ``autocast_dtype`` is given (mixed precision). The peak is taken
+  over step 2, when the optimizer states exist, in two phases (forward + backward, optimizer
+  step). Step 1 only leaves the optimizer states behind, so by default it is run as zero
+  gradients + ``optimizer.step()``; ``full_first_step=True`` runs it in full, for modules that
+  create state in their first forward (lazy modules, caches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from estimator.peak.components import Component
+from estimator.peak.inputs import ModelKind, Workload, prefill_kwargs
+from estimator.peak.tracker import PeakSnapshot, StorageTracker
+from estimator.peak.workspace import cpu_workspace
+
+__all__ = ["OPTIMIZERS", "StepPeak", "simulate_step"]
+
+Mode = Literal["inference", "training"]
+Device = Literal["cpu", "cuda"]
+OPTIMIZERS = ("adamw", "sgd", "adafactor")
+_NAMES = {"adamw": "AdamW", "sgd": "SGD", "adafactor": "Adafactor"}
+
+
+@dataclass(frozen=True)
+class StepPeak:
+    """The peak of each phase of the step (``forward``/``prefill``/``decode`` or
+    ``forward_backward``/``optimizer_step``) and notes on the work simulated."""
+
+    phases: dict[str, PeakSnapshot]
+    notes: tuple[str, ...]
+
+    @property
+    def phase(self) -> str:
+        """The phase that holds the step's peak (the first one on a tie)."""
+        return max(self.phases.items(), key=lambda item: item[1].peak_bytes)[0]
+
+    @property
+    def peak(self) -> PeakSnapshot:
+        return self.phases[self.phase]
+
+
+def simulate_step(
+    model: nn.Module,
+    workload: Workload,
+    fake_mode: FakeTensorMode,
+    *,
+    mode: Mode,
+    device: Device,
+    optimizer: str = "adamw",
+    autocast_dtype: torch.dtype | None = None,
+    max_new_tokens: int = 0,
+    full_first_step: bool = False,
+) -> StepPeak:
+    """Simulate one inference or training step of ``model`` (materialised in ``fake_mode``) on
+    ``workload``; see the module docstring. Raises where the model's code fails on fakes."""
+    if mode not in ("inference", "training"):
+        raise ValueError(f"mode must be 'inference' or 'training', not {mode!r}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
+    tracker = StorageTracker(cpu_workspace if device == "cpu" else None)
+    autocast = _autocast(autocast_dtype)
+    with _target_device(device):
+        if mode == "training":
+            return _training(model, workload, fake_mode, tracker, device, optimizer, autocast, full_first_step)
+        return _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast)
+
+
+def _autocast(dtype: torch.dtype | None) -> Any:
+    """CPU autocast (the fakes are CPU tensors, whatever the target device), or nothing."""
+    return torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _target_device(device: Device) -> Iterator[None]:
+    if device == "cuda":
+        from estimator.peak.cuda_sdpa import cuda_sdpa
+
+        with cuda_sdpa():
+            yield
+    else:
+        yield
+
+
+def make_optimizer(params: list[nn.Parameter], name: str, device: Device) -> torch.optim.Optimizer:
+    """The optimizer a real run would build: CPU tensors default to the for-loop implementations,
+    CUDA tensors to the multi-tensor (``foreach``) ones. Learning rates do not change memory."""
+    foreach = device == "cuda"
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
+    if name == "adafactor":
+        return torch.optim.Adafactor(params, lr=1e-3, foreach=foreach)
+    raise ValueError(f"optimizer {name!r} is not simulated; use one of {', '.join(OPTIMIZERS)}")
+
+
+def _unique_tensors(tensors: Any) -> list[torch.Tensor]:
+    return list({id(t): t for t in tensors}.values())
+
+
+def _register_model(tracker: StorageTracker, model: nn.Module) -> None:
+    for t in _unique_tensors([*model.parameters(), *model.buffers()]):
+        tracker.register(t, Component.WEIGHTS)
+
+
+def _state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
+    for state in optimizer.state.values():
+        for v in state.values():
+            if isinstance(v, torch.Tensor):
+                yield v
+
+
+def _training(
+    model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, tracker: StorageTracker, device: Device,
+    optimizer_name: str, autocast: Any, full_first_step: bool,
+) -> StepPeak:
+    model.train()
+    params = [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
+    optimizer = make_optimizer(params, optimizer_name, device)
+    notes = (f"training: 2 steps of forward + loss + backward + {_NAMES[optimizer_name]}, peak of step 2 ({workload.description})",)
+    with fake_mode, tracker:
+        _register_model(tracker, model)
+        tracker.new_component = Component.INPUTS
+        inputs = workload.make_inputs()
+        if full_first_step:
+            _forward_backward(model, workload, inputs, tracker, params, autocast)
+        else:  # the states by the optimizer's own lazy initialisation, without forward and backward
+            tracker.new_component = Component.GRADIENTS
+            for p in params:
+                p.grad = torch.zeros_like(p)
+        tracker.new_component = Component.TEMPORARIES
+        optimizer.step()
+        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        optimizer.zero_grad(set_to_none=True)
+        # Step 2, tracked from here.
+        tracker.reset_peak()
+        _forward_backward(model, workload, inputs, tracker, params, autocast)
+        phases = {"forward_backward": tracker.snapshot()}
+        tracker.reset_peak()
+        tracker.new_component = Component.TEMPORARIES
+        optimizer.step()
+        tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
+        phases["optimizer_step"] = tracker.snapshot()
+        optimizer.zero_grad(set_to_none=True)
+        del inputs
+    return StepPeak(phases, notes)
+
+
+def _forward_backward(
+    model: nn.Module, workload: Workload, inputs: dict[str, torch.Tensor], tracker: StorageTracker,
+    params: list[nn.Parameter], autocast: Any,
+) -> None:
+    tracker.new_component = Component.ACTIVATIONS
+    with autocast:
+        loss = workload.train_loss(model, inputs)
+    tracker.new_component = Component.TEMPORARIES
+    loss.backward()
+    del loss
+    tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
+
+
+def _tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:
+    """Tensors reachable from a cache object (its layers' keys and values)."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth == 0 or obj is None or isinstance(obj, (int, float, str, bool)):
+        return
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _tensors_in(item, depth - 1)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _tensors_in(item, depth - 1)
+    elif hasattr(obj, "__dict__"):
+        for item in vars(obj).values():
+            yield from _tensors_in(item, depth - 1)
+
+
+def _inference(
+    model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, tracker: StorageTracker, max_new_tokens: int,
+    autocast: Any,
+) -> StepPeak:
+    model.eval()
+    generative = workload.kind in (ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ_LM)
+    with fake_mode, torch.no_grad():
+        with tracker:
+            _register_model(tracker, model)
+            tracker.new_component = Component.INPUTS
+            inputs = workload.make_inputs()
+            tracker.new_component = Component.ACTIVATIONS
+            with autocast:
+                out = workload.infer(model, inputs)
+            tracker.relabel(_tensors_in(getattr(out, "past_key_values", None)), Component.KV_CACHE)
+            phases = {"prefill" if generative else "forward": tracker.snapshot()}
+        if generative:
+            notes = [f"inference: generate's prefill ({workload.description}), KV cache on"]
+        else:
+            notes = [f"inference: one forward under no_grad ({workload.description})"]
+        if max_new_tokens > 0 and workload.kind is ModelKind.CAUSAL_LM:
+            del out
+            phases["decode"] = _last_decode_step(model, inputs, tracker, max_new_tokens)
+            notes.append(f"last decode step at context {inputs['input_ids'].shape[1] + max_new_tokens}")
+        elif max_new_tokens > 0 and workload.kind is ModelKind.SEQ2SEQ_LM:
+            notes.append("max_new_tokens: decoder cache growth of encoder-decoder models not simulated")
+    return StepPeak(phases, tuple(notes))
+
+
+def _last_decode_step(
+    model: nn.Module, inputs: dict[str, torch.Tensor], tracker: StorageTracker, max_new_tokens: int
+) -> PeakSnapshot:
+    """The last token ``generate`` decodes: the cache already holds the prompt and all tokens
+    generated but the last. The cache is filled by an untracked prefill; only the step is tracked."""
+    ids = inputs["input_ids"]
+    b, n = ids.shape
+    kwargs = prefill_kwargs(model)
+    out = model(input_ids=torch.zeros(b, n + max_new_tokens - 1, dtype=ids.dtype), **kwargs)  # untracked
+    cache = out.past_key_values
+    del out
+    with tracker:
+        tracker.reset_peak()
+        tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
+        tracker.new_component = Component.ACTIVATIONS
+        step = model(
+            input_ids=torch.zeros(b, 1, dtype=ids.dtype),
+            past_key_values=cache,
+            use_cache=True,
+            **({"logits_to_keep": 1} if "logits_to_keep" in kwargs else {}),
+        )
+        tracker.relabel(_tensors_in(step.past_key_values), Component.KV_CACHE)
+        return tracker.snapshot()
