@@ -72,7 +72,7 @@ def _run(state: form.FormState, progress: Any, token: str | None = None) -> tupl
     return tuple(values[name] for name in OUTPUTS)
 
 
-def run_form(*values: Any, progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008 - Gradio's idiom
+def run_form(*values: Any, progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008  - Gradio injects progress through this default, by design - Gradio's idiom
     """The form's fields, then the token field."""
     *fields, token = values
     return _run(_state(*fields), progress, token)

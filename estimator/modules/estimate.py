@@ -137,7 +137,7 @@ def simulate_module(
         workload = module_workload(sizes, input_dtype, functools.partial(_scalar_loss, loss_fn))
         # A module may create state in its first forward (lazy modules, caches): step 1 runs in full.
         step = simulate_step(
-            model, workload, fake_mode, mode=mode.value, device=device.value,  # type: ignore[arg-type]
+            model, workload, fake_mode, mode=mode.value, device=device.value,  # type: ignore[arg-type]  # the enums' values are the engine's literals (load mode never gets here)
             optimizer=optimizer.value, autocast_dtype=autocast_dtype, full_first_step=True,
         )
     finally:
@@ -201,7 +201,7 @@ def estimate_module(
         model=name or type(module).__name__,
         library="torch",
         source="module",
-        mode=parsed_mode.value,
+        mode=parsed_mode,
         rows=rows,
         options=options,
         architecture=type(module).__name__,

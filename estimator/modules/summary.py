@@ -229,7 +229,7 @@ def summarize(
     if row_dtype not in _FLOAT:
         raise BadOptionError(f"summarize works in float32, float16 or bfloat16; got {dtype!r}.")
     sizes = parse_input_sizes(input_size)
-    torch_dtype = _FLOAT[row_dtype]  # type: ignore[index]
+    torch_dtype = _FLOAT[row_dtype]
     calls, input_bytes, param_bytes, buffer_bytes = trace_calls(module, sizes, input_dtype or torch_dtype, torch_dtype)
     shown = fold(calls, depth)
     estimate = None

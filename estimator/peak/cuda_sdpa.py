@@ -62,7 +62,7 @@ class _FusedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
-                backend: str) -> torch.Tensor:  # type: ignore[override]
+                backend: str) -> torch.Tensor:
         b, h, n, _ = q.shape
         out = torch.empty(b, n, h, v.shape[-1], dtype=q.dtype).transpose(1, 2)
         lse_len = n if backend == "flash" else _round(n, 32)
@@ -74,7 +74,7 @@ class _FusedAttention(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> Any:  # type: ignore[override]
+    def backward(ctx: Any, grad_out: torch.Tensor) -> Any:
         q, k, v, _out, _lse = ctx.saved_tensors[:5]
         b, h, n, d = q.shape
         hk, s = k.shape[1], k.shape[2]
@@ -122,10 +122,10 @@ def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask
 def cuda_sdpa() -> Iterator[None]:
     """Route ``F.scaled_dot_product_attention`` through the CUDA-rules stand-in meanwhile."""
     original = F.scaled_dot_product_attention
-    F.scaled_dot_product_attention = _sdpa  # type: ignore[assignment]
+    F.scaled_dot_product_attention = _sdpa
     try:
         yield
     finally:
-        F.scaled_dot_product_attention = original  # type: ignore[assignment]
+        F.scaled_dot_product_attention = original
 
 

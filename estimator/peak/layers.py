@@ -75,7 +75,7 @@ def with_layers(model: nn.Module, k: int) -> nn.Module:
         config.layer_types = list(config.layer_types)[:k]
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     with torch.device("meta"):
-        return type(model)._from_config(config, dtype=dtype)  # type: ignore[attr-defined]
+        return type(model)._from_config(config, dtype=dtype)  # type: ignore[attr-defined]  # a PreTrainedModel class, typed as nn.Module here
 
 
 def extrapolate(

@@ -47,7 +47,7 @@ def materialize(model: nn.Module, fake_mode: FakeTensorMode) -> nn.Module:
     for module in model.modules():
         for name, p in list(module._parameters.items()):
             if p is not None and p.is_meta:
-                module._parameters[name] = convert(p)  # type: ignore[assignment]
+                module._parameters[name] = convert(p)  # type: ignore[assignment]  # a fake Parameter in place of the meta one; torch types the slot narrowly
         for name, b in list(module._buffers.items()):
             if b is not None and b.is_meta:
                 module._buffers[name] = convert(b)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from estimator.errors import Option, UnsupportedError
-from estimator.options import DType, Library, Mode
+from estimator.options import Device, DType, Library, Mode
 from estimator.result import Row
 
 if TYPE_CHECKING:
@@ -65,8 +65,8 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
         with _SIMULATION_LOCK:
             result = simulate_peak(
                 model,
-                mode=work.mode.value,  # type: ignore[arg-type]
-                device=hardware.device.value,  # type: ignore[arg-type]
+                mode="training" if work.mode is Mode.TRAINING else "inference",
+                device="cpu" if hardware.device is Device.CPU else "cuda",
                 batch_size=work.shape.batch_size,
                 seq_len=work.shape.text_len,
                 image_size=work.shape.image_size,

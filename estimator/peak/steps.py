@@ -26,7 +26,7 @@ modelled as CUDA's fused kernels (:mod:`estimator.peak.cuda_sdpa`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -107,7 +107,7 @@ def _target_device(device: Device) -> Iterator[None]:
         yield
 
 
-def make_optimizer(params: list[nn.Parameter], name: str, device: Device) -> torch.optim.Optimizer:
+def make_optimizer(params: Sequence[torch.Tensor], name: str, device: Device) -> torch.optim.Optimizer:
     """The optimizer a real run would build: CPU tensors default to the for-loop implementations,
     CUDA tensors to the multi-tensor (``foreach``) ones. Learning rates do not change memory."""
     foreach = device == "cuda"
@@ -174,7 +174,7 @@ def _training(
 
 def _forward_backward(
     model: nn.Module, workload: Workload, inputs: dict[str, torch.Tensor], tracker: StorageTracker,
-    params: list[nn.Parameter], autocast: Any,
+    params: Sequence[torch.Tensor], autocast: Any,
 ) -> None:
     tracker.new_component = Component.ACTIVATIONS
     with autocast:

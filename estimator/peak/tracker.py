@@ -151,7 +151,7 @@ class StorageTracker(TorchDispatchMode):
         self.live_bytes -= rec.nbytes
 
     # -- dispatch -----------------------------------------------------------------------------
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         override = OVERRIDES.get(func)
         out = func(*args, **(kwargs or {})) if override is None else override(func, args, kwargs or {})
         scratch = None if self._workspace is None else self._workspace(func, args, out)

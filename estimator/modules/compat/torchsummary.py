@@ -51,7 +51,7 @@ def summary_string(
 ) -> tuple[str, tuple[int, int]]:
     """The table as a string and ``(total_params, trainable_params)``, as torchsummary's ``summary_string``."""
     sizes: list[tuple[int, ...]] = (
-        [tuple(input_size)] if all(isinstance(d, int) for d in input_size) else [tuple(s) for s in input_size]  # type: ignore[arg-type, misc]
+        [tuple(input_size)] if all(isinstance(d, int) for d in input_size) else [tuple(s) for s in input_size]  # type: ignore[arg-type]  # the int-or-tuples union is narrowed by the all() test, which mypy cannot see
     )
     batch = 1 if batch_size == -1 else batch_size
     input_dtype = dtypes[0] if dtypes else None
