@@ -1,11 +1,11 @@
 """Benchmark: simulated peak vs the measured CPU peak, next to the usual rules of thumb.
 
 ``python -m bench.peak_accuracy [--out bench/results/peak_accuracy.md]`` from the repository root.
-For every case of ``tests/peak_cases.py`` and both modes it reports, on the same work (batch,
+For every case of ``testkit/peak_cases.py`` and both modes it reports, on the same work (batch,
 sequence length / image size, two AdamW steps in fp32 or generate's prefill):
 
 - **measured**: the CPU allocator's peak from ``torch.profiler`` in a fresh process
-  (``tests/peak_truth.py``);
+  (``testkit/peak_truth.py``);
 - **ours**: ``simulate_peak(..., device="cpu")``;
 - **accelerate**: ``accelerate estimate-memory``'s rule, training = 4 x weights (weights, gradients,
   two Adam states), inference = 1.2 x weights;

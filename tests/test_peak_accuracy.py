@@ -1,6 +1,6 @@
 """The simulated CPU peak against the allocator's real peak, measured with torch.profiler.
 
-Each measurement runs in a fresh process (see ``tests/peak_pool.py``): the model is built for real
+Each measurement runs in a fresh process (see ``testkit/peak_pool.py``): the model is built for real
 on CPU inside ``torch.profiler.profile(profile_memory=True)``, the same work is run (two AdamW
 training steps in fp32, or generate's prefill with the KV cache), and the truth is the maximum
 "Total Allocated" of the profiler's memory events. ``simulate_peak(..., device="cpu")`` must be

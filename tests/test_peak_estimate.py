@@ -1,7 +1,7 @@
 """The whole path a user takes: `estimate-memory FOLDER --mode training|inference --device cpu`.
 
 The peak in the CLI's JSON is compared with the CPU allocator's measured peak of the same work
-(tests/peak_truth.py: torch.profiler, fresh process, model built inside the profiled region), for a
+(testkit/peak_truth.py: torch.profiler, fresh process, model built inside the profiled region), for a
 GQA Llama, a BERT MLM and a timm ResNet, each given to the CLI as a config folder as a user would.
 """
 
