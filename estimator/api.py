@@ -13,7 +13,7 @@ from estimator.options import DType, Library, Mode, Options, parse_options
 from estimator.result import Estimate, Row
 from estimator.source import hub
 from estimator.source.limits import check_config
-from estimator.source.reference import parse_reference
+from estimator.source.reference import ModelRef, parse_reference
 from estimator.source.resolve import Resolved, resolve_hub, resolve_local
 
 logger = logging.getLogger(__name__)
@@ -23,26 +23,37 @@ STORED_DTYPES = {DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16, DType.INT8, DType
 
 
 def estimate(
-    model: str, *, library: str = "auto", dtypes: Any = None, mode: str = "load", batch_size: Any = 1, seq_len: Any = None,
+    model: str | ModelRef, *, library: str = "auto", dtypes: Any = None, mode: str = "load", batch_size: Any = 1, seq_len: Any = None,
     image_size: Any = None, max_new_tokens: Any = 0, device: str = "cuda", optimizer: str = "adamw", pure_16bit: bool = False,
     gradient_checkpointing: bool = False, lora_rank: Any = None, lora_targets: Any = None, gpu: str | None = None,
     revision: str | None = None, token: str | None = None, trust_remote_code: bool = False, cross_check: bool = False,
-    timeout: float = hub.DEFAULT_TIMEOUT_S,
+    timeout: float = hub.DEFAULT_TIMEOUT_S, bnb_compute_dtype: str | None = None,
 ) -> Estimate:
     """Estimate the memory ``model`` needs, per dtype. See ``docs/CONTRACT.md`` for every field.
 
-    ``model`` is a Hub repo id, a Hub URL or a local folder with a config.json. ``token`` (else
-    ``HF_TOKEN`` or the login cache) opens gated and private repos. ``cross_check`` also builds the
-    model on the meta device when the answer came from safetensors headers, and reports a mismatch
-    in ``notes``.
+    ``model`` is a Hub repo id, a Hub URL or a local folder with a config.json, or a
+    :class:`~estimator.source.reference.ModelRef` already parsed (the app parses what its visitors
+    type with ``parse_hub_reference``, which never looks at the disk; ``revision``, when given,
+    replaces the ref's). ``token`` (else ``HF_TOKEN`` or the login cache) opens gated and private
+    repos. ``cross_check`` also builds the model on the meta device when the answer came from
+    safetensors headers, and reports a mismatch in ``notes``.
+
+    Answers from the Hub are cached by (repo, commit, options), never by token, and a cached answer
+    goes only to a caller who has just been shown to have access: ``model_info`` of a private repo
+    is itself refused without access, and for a gated repo (whose ``model_info`` is public) one
+    small ``hub.check_access`` request with the caller's token comes before any answer, cached or
+    not. A public repo's repeat costs the one ``model_info`` call.
     """
     options = parse_options(
         library=library, dtypes=dtypes, mode=mode, device=device, optimizer=optimizer, batch_size=batch_size,
         seq_len=seq_len, image_size=image_size, max_new_tokens=max_new_tokens, pure_16bit=pure_16bit,
         gradient_checkpointing=gradient_checkpointing, lora_rank=lora_rank, lora_targets=lora_targets, gpu=gpu,
-        trust_remote_code=trust_remote_code,
+        trust_remote_code=trust_remote_code, bnb_compute_dtype=bnb_compute_dtype,
     )
-    ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
+    if isinstance(model, ModelRef):
+        ref = model if revision is None else replace(model, revision=revision)
+    else:
+        ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
     if ref.path is not None:
         resolved = resolve_local(ref, options.load.library)
         return _estimate_resolved(resolved, options, cross_check=cross_check, token=token)
@@ -55,14 +66,19 @@ def estimate(
         if fallback is None:
             raise
         return fallback
-    key = (info.id or ref.repo_id, info.sha, options, cross_check)
+    repo_id = info.id or ref.repo_id
+    if info.gated:
+        # model_info of a gated repo is public, and the client's own file cache may hold its config
+        # from an earlier caller: only this check says the caller may read it (before any answer).
+        hub.check_access(repo_id, revision=ref.revision, token=token, timeout=timeout)
+    key = (repo_id, info.sha, options, cross_check)
     cached = _CACHE.get(key) if info.sha else None
     if cached is not None:
         logger.debug("cache hit for %s@%s", ref.repo_id, info.sha)
         return cached
     files = tuple(s.rfilename for s in (info.siblings or []))
     if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
-        result = gguf.gguf_estimate(info, options=options.shaping(info.sha), token=token, timeout=timeout)
+        result = gguf.gguf_estimate(info, load=options.load, mode=options.mode, token=token, timeout=timeout)
         if info.sha:
             _CACHE.put(key, result)
         return result

@@ -1,9 +1,16 @@
 """One request's answer: the estimate (through the lanes) and every rendering of it, cached.
 
-The core is called as the hosted page must call it: the visitor's token or none (never the
-server's), never ``trust_remote_code``, and with ``cross_check`` on. Renderings are plain values
-(tables, chart data, download paths; Gradio copies what it sends) kept per result digest, and the
-downloads are written once per distinct result under ``$TMPDIR/estimator_app/<digest>/``.
+The core is called as the hosted page must call it: with a Hub reference parsed by
+:func:`estimator_app.form.hub_reference` (never the visitor's text, so the core never looks at the
+server's disk), the visitor's token or none (never the server's), never ``trust_remote_code``, and
+with ``cross_check`` on. Renderings are plain values (tables, chart data, download paths; Gradio
+copies what it sends) kept per result digest, and the downloads are written once per distinct
+result under ``$TMPDIR/estimator_app/<digest>/``.
+
+Access: every cache here sits behind the core's. A rendering or a download is reached only
+through an :class:`Estimate` that :func:`answer` just returned, and :func:`answer` calls the core
+on every request, cached or not; the core serves a gated or private repo's answer only to a caller
+its access check has just let through (see :func:`estimator.estimate`). No key holds a token.
 """
 
 from __future__ import annotations
@@ -54,14 +61,21 @@ def request_key(state: form.FormState) -> tuple[Any, ...]:
 def answer(state: form.FormState, token: str | None, *, admitted: Callable[[], None] = lambda: None) -> Estimate:
     """Estimate ``state`` with the visitor's ``token``, in the builder lane unless asked before."""
 
+    kwargs = state.estimate_kwargs()
+    ref = form.hub_reference(state.model, kwargs["revision"])
+
     def work() -> Estimate:
-        return estimate(state.model, **state.estimate_kwargs(), token=token or None, trust_remote_code=False, cross_check=True)
+        return estimate(ref, **kwargs, token=token or None, trust_remote_code=False, cross_check=True)
 
     return lanes().run(request_key(state), work, admitted=admitted)
 
 
 def rendered(result: Estimate, gpu: str | None) -> Rendered:
-    """Every rendering of ``result``, with ``gpu`` first in the fits-on table; kept for repeats."""
+    """Every rendering of ``result``, with ``gpu`` first in the fits-on table; kept for repeats.
+
+    Only ever called with a result :func:`answer` returned to this caller: the key is the result
+    itself, so a caller who was refused it cannot name it.
+    """
     key = (tables.result_key(result), gpu)
     cached = _RENDERED.get(key)
     if cached is not None:

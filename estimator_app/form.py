@@ -6,6 +6,9 @@ pure16, checkpointing, lora, gpu``. :func:`to_query` spells out every one of the
 still means the same thing if a default changes; ``auto`` (seq, image) means "the model's own or
 the documented default", ``none`` (lora, gpu) means "not used". :func:`from_query` never raises:
 an unknown or malformed parameter is ignored and reported in the returned notices.
+
+The page reads models from the Hub only (:func:`hub_reference`): a path, typed or in a link, is
+refused with one message that says nothing about the server's disk, which is never looked at.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from estimator.errors import BadReferenceError
 from estimator.fit.gpus import GPU_NAMES
 from estimator.options import DEFAULT_DTYPES, Device, DType, Library, Mode, Optimizer
+from estimator.source import hub
+from estimator.source.reference import ModelRef, is_path_like, parse_hub_reference
 from estimator_app.fields import FIELDS, short_label
 
 LIBRARIES: tuple[str, ...] = tuple(m.value for m in Library)
@@ -31,6 +37,10 @@ PARAMS: tuple[str, ...] = FIELDS  # the share link's parameters are the form's f
 _FOREIGN = re.compile(r"^(__.*|view|logs|embed|theme)$")
 _REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 _MODEL_MAX = 300
+HUB_ONLY = (
+    "This page reads models from the Hub only: type a Hub model id (for example openai-community/gpt2) or a "
+    "Hub URL. Local folders work with the command line and the Python API."
+)
 LIMITS = {"batch": (1, 1 << 20), "seq": (1, 1 << 24), "image": (1, 1 << 16), "new_tokens": (0, 1 << 24), "lora": (1, 1 << 16)}
 
 
@@ -74,6 +84,17 @@ class FormState:
             "gradient_checkpointing": self.checkpointing,
             "lora_rank": self.lora,
         }
+
+
+def hub_reference(model: str, revision: str | None = None) -> ModelRef:
+    """``model`` as a Hub repo id or Hub URL, parsed without looking at the disk (the core never sees the text).
+
+    Raises :class:`~estimator.errors.BadReferenceError`: for any path, :data:`HUB_ONLY`, the same
+    whether or not it exists here; for other text, the core's own message.
+    """
+    if is_path_like(model):
+        raise BadReferenceError(HUB_ONLY)
+    return parse_hub_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
 
 
 @dataclass
@@ -121,6 +142,10 @@ def _parse_one(name: str, value: str, state: FormState, notices: list[str]) -> F
         text = value.strip()
         if not text or len(text) > _MODEL_MAX or any(c.isspace() or ord(c) < 32 for c in text):
             raise ValueError("expected a Hub model id or Hub URL")
+        try:
+            hub_reference(text)
+        except BadReferenceError:
+            raise ValueError("expected a Hub model id or Hub URL" + ("; this page does not read folders" if is_path_like(text) else "")) from None
         return replace(state, model=text)
     if name == "revision":
         text = value.strip() or "main"
@@ -260,6 +285,10 @@ def from_form(*values: Any) -> FormState:
     model = (model or "").strip()
     if not model:
         raise ValueError("Type a model id (for example openai-community/gpt2) or a Hub URL, or click an example.")
+    try:
+        hub_reference(model)
+    except BadReferenceError as exc:
+        raise ValueError(exc.message) from None
     chosen = tuple(dict.fromkeys(d for d in (dtypes or ()) if d in DTYPES))  # rows in the order given, as the CLI
     if not chosen:
         raise ValueError("Tick at least one dtype.")

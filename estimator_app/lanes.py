@@ -43,7 +43,10 @@ class Settings:
 class Lanes:
     """A bounded builder lane for requests not answered before, and a free lane for repeats.
 
-    Keys are the request (model, revision, options); never a token.
+    Keys are the request (model, revision, options); never a token. The lanes remember only that
+    a request was answered, never the answer: ``work()`` (the core, with its access check) runs
+    for every request, so a repeat of a gated repo's request by a visitor without access is
+    refused as fast as it is answered to one with access, and gives nothing away.
     """
 
     def __init__(self, builders: int, remembered: int = 4096) -> None:

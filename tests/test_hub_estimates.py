@@ -213,3 +213,23 @@ def test_stored_answer_imports_neither_torch_nor_transformers(hub_server: str) -
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, env=hub_env(hub_server), timeout=120)
     assert result.stdout.split() == ["stored", "False", "False"], result.stderr[-2000:]
+
+
+def test_gguf_only_repo_refuses_the_modes_it_does_not_compute(hub_server: str) -> None:
+    """Issue 18: a GGUF-only repo asked for inference or training is refused, not answered with load rows."""
+    for mode in ("inference", "training"):
+        refused = cli(hub_server, "estimator-test/gguf-only", "--mode", mode, "--format", "json")
+        assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+        line = refused.stderr.strip()
+        assert len(line.splitlines()) == 1 and "GGUF" in line and f"--mode {mode} is not available" in line and "--mode load" in line
+
+
+def test_gguf_only_options_say_what_was_computed(hub_server: str) -> None:
+    for asked in ((), ("--dtypes", "float16", "int4")):
+        done = cli(hub_server, "estimator-test/gguf-only", *asked, "--format", "json")
+        assert done.returncode == 0, done.stderr
+        data = json.loads(done.stdout)
+        assert data["library"] == "gguf" and data["mode"] == "load"
+        assert data["options"]["mode"] == "load" and data["options"]["revision"] == data["revision"]
+        assert data["options"]["dtypes"] == [row["dtype"] for row in data["rows"]]
+        assert sorted(data["options"]["dtypes"]) == ["F16", "Q4_K_M", "Q8_0"]

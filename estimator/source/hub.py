@@ -14,6 +14,8 @@ constants): the timeout travels with each call.
 - ``get_safetensors_metadata``: ``timeout=`` bounds each header read; its two existence probes
   and the index download use the client's defaults (``HF_HUB_ETAG_TIMEOUT``,
   ``HF_HUB_DOWNLOAD_TIMEOUT``, 10 s each), which it takes from no argument.
+- ``check_access``: the request ``HfApi.auth_check`` makes (``GET /api/models/{id}/auth-check``),
+  which takes no timeout there, through the client's public session with ``timeout=``.
 - Discussions: ``HfApi.get_repo_discussions`` and ``create_discussion`` take no timeout, so
   :func:`find_discussion` and :func:`open_discussion` make the same two requests through the
   client's public session (``get_session``, ``build_hf_headers``, ``hf_raise_for_status``), each
@@ -127,6 +129,25 @@ def model_info(repo_id: str, *, revision: str | None, token: str | None, timeout
 
     with hub_errors(repo_id, revision, token_given=token is not None, what="model info"):
         return HfApi().model_info(repo_id, revision=revision, token=token, timeout=timeout)
+
+
+def check_access(repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    """Return if ``token`` may read the files of ``repo_id`` now; else raise what reading them would.
+
+    ``model_info`` of a gated repo is public, so it proves nothing about access; this does, in one
+    small request that reads no file: the one ``HfApi.auth_check`` makes (which takes no timeout),
+    through the client's public session with ``timeout``. ``token=None`` sends what the client
+    sends implicitly (``HF_TOKEN``, the login cache), unless ``HF_HUB_DISABLE_IMPLICIT_TOKEN`` is
+    set, as in the app. A token not on a gated repo's list gives
+    :class:`~estimator.errors.GatedModelError`; a repo the token cannot see,
+    :class:`~estimator.errors.ModelNotFoundError`; the Hub failing, :class:`~estimator.errors.HubError`.
+    """
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+    with hub_errors(repo_id, revision, token_given=token is not None, what="access"):
+        response = get_session().get(f"{endpoint()}/api/models/{repo_id}/auth-check", headers=build_hf_headers(token=token), timeout=timeout)
+        hf_raise_for_status(response)
 
 
 def download_any_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> Any:

@@ -1,4 +1,9 @@
-"""Turn what a user typed into a :class:`ModelRef`: a Hub repo id, a Hub URL, or a local folder."""
+"""Turn what a user typed into a :class:`ModelRef`: a Hub repo id, a Hub URL, or a local folder.
+
+:func:`parse_reference` (the CLI and Python) also accepts a local folder, so it looks at the disk;
+:func:`parse_hub_reference` (the hosted page) accepts Hub ids and Hub URLs only and never looks at
+the disk, so what a visitor types can tell them nothing about the server's files.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,10 @@ from estimator.errors import BadReferenceError, NoConfigError
 _REPO_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
 _HUB_HOSTS = {"huggingface.co", "www.huggingface.co", "hf.co"}
 CONFIG_FILES = ("config.json", "model_index.json", "modules.json")
+# Text that names a place on a disk rather than a repo: absolute, home- or dot-relative, a Windows
+# drive or a backslash, or a '.'/'..' segment anywhere (a repo id never has one).
+_PATH_LIKE = re.compile(r"^(?:[/~\\]|[A-Za-z]:)|\\|(?:^|/)\.{1,2}(?:/|$)")
+HUB_ONLY = "Only Hub models are read here: give a Hub repo id such as 'openai-community/gpt2' or 'org/name', or a Hub URL, not a path."
 
 
 @dataclass(frozen=True)
@@ -54,13 +63,42 @@ def parse_reference(text: str, *, revision: str | None = None, endpoint: str | N
     if text.startswith(("/", "./", "../", "~")):
         raise BadReferenceError(f"No such folder: {text}.")
 
+    return _parse_hub(text, revision=revision, endpoint=endpoint, also=", or an existing folder")
+
+
+def parse_hub_reference(text: str, *, revision: str | None = None, endpoint: str | None = None) -> ModelRef:
+    """Parse ``text`` as a Hub repo id or a Hub URL only, without ever looking at the disk.
+
+    A path (``/root``, ``./x``, ``../../etc``, ``~``, ``C:\\``...) is refused with one message,
+    :data:`HUB_ONLY`, the same whether or not it exists; a repo-id-shaped text that happens to be a
+    folder here is a repo id. Revision and endpoint as for :func:`parse_reference`.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise BadReferenceError("Give a model: a Hub repo id such as 'gpt2' or 'org/name', or a Hub URL.")
+    text = text.strip()
+    if revision is not None and not str(revision).strip():
+        revision = None
+    if is_path_like(text):
+        raise BadReferenceError(HUB_ONLY)
+    return _parse_hub(text, revision=revision, endpoint=endpoint, also="")
+
+
+def is_path_like(text: str) -> bool:
+    """True when ``text`` is written as a path on a disk rather than as a repo id or a URL (no disk access)."""
+    text = text.strip()
+    if "://" in text:
+        return False
+    return bool(_PATH_LIKE.search(text)) or text in (".", "..")
+
+
+def _parse_hub(text: str, *, revision: str | None, endpoint: str | None, also: str) -> ModelRef:
+    """A Hub URL or a repo id (never the disk); ``also`` ends the message of a bad id."""
     if "://" in text or text.split("/", 1)[0] in _HUB_HOSTS:
         return _parse_url(text if "://" in text else "https://" + text, revision=revision, endpoint=endpoint)
-
     repo_id = text.rstrip("/")
     if not _REPO_ID.match(repo_id) or "--" in repo_id or ".." in repo_id:
         raise BadReferenceError(
-            f"{text!r} is not a Hub repo id (expected 'name' or 'org/name' with letters, digits, '-', '_' or '.'), a Hub URL, or an existing folder."
+            f"{text!r} is not a Hub repo id (expected 'name' or 'org/name' with letters, digits, '-', '_' or '.'), a Hub URL{also}."
         )
     return ModelRef(repo_id=repo_id, revision=revision)
 
@@ -87,5 +125,5 @@ def _parse_url(url: str, *, revision: str | None, endpoint: str | None) -> Model
             break
     if not 1 <= len(parts) <= 2:
         raise BadReferenceError(f"{url} does not name a model repo; expected https://huggingface.co/org/name[/tree/revision].")
-    ref = parse_reference("/".join(parts), revision=revision or url_revision, endpoint=endpoint)
-    return ref
+    # The id inside a URL is a repo id, never a folder, whatever the disk holds.
+    return _parse_hub("/".join(parts), revision=revision or url_revision, endpoint=None, also="")
