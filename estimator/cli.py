@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("model", help="Hub repo id (org/name or a legacy id like gpt2), Hub URL, or a local folder with a config.json")
     parser.add_argument("--library", "--library_name", default="auto", help="auto, transformers, timm, diffusers, sentence-transformers (default: auto)")
     parser.add_argument("--dtypes", nargs="+", default=None, help="float32 float16 bfloat16 float8 int8 int4, space- or comma-separated (default: float32 float16 int8 int4)")
+    parser.add_argument("--bnb-compute-dtype", default=None,
+                        help="int8/int4 rows: the dtype= you pass to from_pretrained with bitsandbytes, float32, float16 or bfloat16 "
+                             "(default: auto, the checkpoint's dtype, as transformers loads it)")
     parser.add_argument("--revision", default=None, help="branch, tag or commit (default: main)")
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the login cache)")
     parser.add_argument("--trust-remote-code", "--trust_remote_code", action="store_true", help="allow running the model repo's own code")
@@ -69,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             optimizer=args.optimizer, pure_16bit=args.pure_16bit, gradient_checkpointing=args.gradient_checkpointing,
             lora_rank=args.lora_rank, lora_targets=args.lora_targets, gpu=args.gpu, revision=args.revision,
             token=args.token, trust_remote_code=args.trust_remote_code, cross_check=args.cross_check, timeout=args.timeout,
+            bnb_compute_dtype=args.bnb_compute_dtype,
         )
         text = render(result, output_format)
     except BaseException as exc:  # the one place every failure becomes a user message

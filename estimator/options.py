@@ -153,6 +153,7 @@ class LoadSpec:
     library: Library = Library.AUTO
     dtypes: tuple[DType, ...] = DEFAULT_DTYPES
     trust_remote_code: bool = False
+    bnb_compute_dtype: DType | None = None  # int8/int4 rows: the dtype= passed to from_pretrained; None: transformers' "auto"
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,8 @@ class Options:
             "revision": revision,
             "trust_remote_code": load.trust_remote_code,
         }
+        if load.bnb_compute_dtype is not None:
+            shaped["bnb_compute_dtype"] = load.bnb_compute_dtype.value
         if work.mode is not Mode.LOAD:
             shaped.update(batch_size=shape.batch_size, seq_len=shape.text_len, image_size=shape.image_size, device=self.hardware.device.value)
         if work.mode is Mode.INFERENCE:
@@ -230,6 +233,19 @@ class Options:
         if work.mode is Mode.TRAINING:
             shaped.update(optimizer=training.optimizer.value, pure_16bit=training.pure_16bit, gradient_checkpointing=training.gradient_checkpointing)
         return shaped
+
+
+BNB_COMPUTE_DTYPES = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
+
+
+def parse_bnb_compute_dtype(value: object) -> DType | None:
+    """``None`` (transformers' ``dtype="auto"``) or the ``dtype=`` an int8/int4 load passes: float32, float16, bfloat16."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return None
+    dtype = DType.parse(value, option="bnb_compute_dtype")
+    if dtype not in BNB_COMPUTE_DTYPES:
+        raise BadOptionError([Option("bnb_compute_dtype"), f" must be one of float32, float16, bfloat16 (or auto); got {value!r}."])
+    return dtype
 
 
 def _targets(value: object) -> tuple[str, ...] | None:
@@ -246,7 +262,7 @@ def parse_options(
     *, library: object = "auto", dtypes: Any = None, mode: object = "load", device: object = "cuda", optimizer: object = "adamw",
     batch_size: object = 1, seq_len: object = None, image_size: object = None, max_new_tokens: object = 0, pure_16bit: bool = False,
     gradient_checkpointing: bool = False, lora_rank: object = None, lora_targets: object = None, gpu: str | None = None,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool = False, bnb_compute_dtype: object = None,
 ) -> Options:
     """The keywords of :func:`estimator.estimate`, parsed into :class:`Options` and checked once."""
     options = Options(
@@ -254,6 +270,7 @@ def parse_options(
             library=Library.parse(library, option="library"),
             dtypes=parse_dtypes(dtypes),
             trust_remote_code=bool(trust_remote_code),
+            bnb_compute_dtype=parse_bnb_compute_dtype(bnb_compute_dtype),
         ),
         work=WorkSpec(
             mode=Mode.parse(mode, option="mode"),

@@ -101,7 +101,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         torch.manual_seed(0)
         cls = getattr(transformers, config.architectures[0])
         path = tmp_path_factory.mktemp(name)
-        cls(config).save_pretrained(path)
+        # Saved in float16 (config dtype float16): from_pretrained's dtype="auto" is then the dtype=float16 of _real()
+        cls(config).half().save_pretrained(path)
         paths[name] = path
     return paths
 

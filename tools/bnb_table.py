@@ -1,7 +1,9 @@
 """Make the bitsandbytes layout table (:mod:`estimator.quant.bnb_stored`) with transformers' own code.
 
 For one checkpoint (a config and its safetensors headers) the model is built on the meta device in
-float16 as ``from_pretrained`` lays it out (:func:`estimator.load.rows.build`), the layers the
+float16, bfloat16 and float32 as ``from_pretrained`` lays it out (:func:`estimator.load.rows.build`,
+dtype plan included), the dtypes of each kept tensor across the three builds give its code (follows the
+load dtype, ``_keep_in_fp32_modules``, or a fixed width), the layers the
 bitsandbytes quantizer swaps are chosen by transformers (:func:`estimator.quant.bnb.bnb_targets`), and each
 checkpoint key is renamed as loading renames it (``get_model_conversion_mapping`` and
 ``rename_source_key`` from ``transformers.core_model_loading``). The outcome per key is one code
@@ -9,7 +11,7 @@ checkpoint key is renamed as loading renames it (``get_model_conversion_mapping`
 with two outcomes becomes ``?``.
 
 :func:`make_table` then answers every checkpoint from the merged table and requires, for int8, int4
-and int4 with double quantization, that the answer equal the meta-build path
+and int4 with double quantization, in each of the three load dtypes, that the answer equal the meta-build path
 (:func:`estimator.quant.bnb.quantized_bytes`) minus the tensors the checkpoint does not fill (non-persistent
 buffers) to the byte; any difference raises.
 """
@@ -23,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from estimator.options import DType
 from estimator.quant.bnb import BnbScheme, tensor_sizes
-from estimator.quant.bnb_stored import AMBIGUOUS, DROPPED, layout_key, pattern, stored_quantized_bytes
+from estimator.quant.bnb_stored import AMBIGUOUS, DROPPED, KEEP_IN_FP32, LOAD_DTYPE, layout_key, pattern, stored_quantized_bytes
+from estimator.quant.load_dtype import KEPT_DTYPES
 from estimator.source.stored import StoredTensor
 
 
@@ -41,8 +45,17 @@ class Checkpoint:
 class Classified:
     codes: dict[str, str]  # checkpoint key -> code
     tie_default: bool | None  # its config class's default, for configs that omit it
-    unfilled: dict[BnbScheme, int]  # bytes of the model's unique tensors no checkpoint key lands in, per scheme
-    quantized: dict[BnbScheme, int]  # the meta-build path's total, per scheme
+    unfilled: dict[tuple[BnbScheme, DType], int]  # bytes of the model's unique tensors no checkpoint key lands in, per scheme and load dtype
+    quantized: dict[tuple[BnbScheme, DType], int]  # the meta-build path's total, per scheme and load dtype
+
+
+def kept_code(float16: int, bfloat16: int, float32: int) -> str:
+    """The code of a kept tensor from its bytes per element in the three builds."""
+    if (float16, bfloat16, float32) == (2, 2, 4):
+        return LOAD_DTYPE
+    if (float16, bfloat16, float32) == (4, 2, 4):
+        return KEEP_IN_FP32
+    return str(float16) if float16 == bfloat16 == float32 else AMBIGUOUS
 
 
 def classify(checkpoint: Checkpoint) -> Classified:
@@ -58,8 +71,10 @@ def classify(checkpoint: Checkpoint) -> Classified:
     from estimator.build.weights import unique_tensors
 
     resolved = Resolved(ref=parse_reference(checkpoint.name), source="hub", library=Library.TRANSFORMERS, config=checkpoint.config)
-    model = build(resolved, DType.FLOAT16)
-    state = model.state_dict(keep_vars=True)
+    models = {dtype: build(resolved, dtype) for dtype in KEPT_DTYPES}
+    model = models[DType.FLOAT16]
+    states = {dtype: built.state_dict(keep_vars=True) for dtype, built in models.items()}
+    state = states[DType.FLOAT16]
     aliases: dict[int, list[str]] = defaultdict(list)  # tied tensors have several state-dict names
     for key, tensor in state.items():
         aliases[id(tensor)].append(key)
@@ -80,9 +95,9 @@ def classify(checkpoint: Checkpoint) -> Classified:
         else:
             destination[tensor.name] = None
 
-    per_scheme = {scheme: tensor_sizes(model, scheme) for scheme in BnbScheme}
-    sizes_per_scheme = {scheme: sizes for scheme, (sizes, _, _) in per_scheme.items()}
-    quantized_layers = per_scheme[BnbScheme.INT8][1]  # the same layers in every scheme
+    per_case = {(scheme, dtype): tensor_sizes(models[dtype], scheme, dtype) for scheme in BnbScheme for dtype in KEPT_DTYPES}
+    sizes_per_case = {case: sizes for case, (sizes, _, _) in per_case.items()}
+    quantized_layers = per_case[BnbScheme.INT8, DType.FLOAT16][1]  # the same layers in every scheme and dtype
 
     codes: dict[str, str] = {}
     for tensor in checkpoint.tensors:
@@ -103,18 +118,22 @@ def classify(checkpoint: Checkpoint) -> Classified:
             one_to_one = len(sources) == 1 and not sources[0][1]
             codes[tensor.name] = ("C" if conv1d else "L") if one_to_one and tensor.shape == expected else AMBIGUOUS
         else:
-            itemsize = 2 if module_name in quantized_layers else target.element_size()  # a quantized layer's bias: 16-bit
+            widths = [states[dtype][key].element_size() for dtype in (DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32)]
+            code = LOAD_DTYPE if module_name in quantized_layers else kept_code(*widths)  # a quantized layer's bias: the load dtype
             names = aliases[id(target)]
-            codes[tensor.name] = str(itemsize) if len(names) == 1 else f"S{itemsize}@{pattern(min(names))}"
+            codes[tensor.name] = code if len(names) == 1 else f"S{code}@{pattern(min(names))}"
 
-    filled = {id(state[key]) for key in landed}
-    by_name = dict(unique_tensors(model))
+    unfilled: dict[tuple[BnbScheme, DType], int] = {}
+    for (scheme, dtype), sizes in sizes_per_case.items():
+        filled = {id(states[dtype][key]) for key in landed}
+        by_name = dict(unique_tensors(models[dtype]))
+        unfilled[scheme, dtype] = sum(size for name, size in sizes.items() if id(by_name[name]) not in filled)
     default = getattr(type(model.config)(), "tie_word_embeddings", None)
     return Classified(
         codes=codes,
         tie_default=default if isinstance(default, bool) else None,
-        unfilled={scheme: sum(size for name, size in sizes.items() if id(by_name[name]) not in filled) for scheme, sizes in sizes_per_scheme.items()},
-        quantized={scheme: sum(sizes.values()) for scheme, sizes in sizes_per_scheme.items()},
+        unfilled=unfilled,
+        quantized={case: sum(sizes.values()) for case, sizes in sizes_per_case.items()},
     )
 
 
@@ -130,6 +149,7 @@ class Check:
     checkpoint: str
     key: str
     scheme: BnbScheme
+    load_dtype: DType
     table_bytes: int | None  # None: the table does not answer this checkpoint (the build does)
     build_bytes: int
     unfilled_bytes: int
@@ -163,17 +183,18 @@ def make_table(checkpoints: list[Checkpoint], transformers_version: str) -> tupl
     for checkpoint in checkpoints:
         result = classified[checkpoint.name]
         for scheme in BnbScheme:
-            answer = stored_quantized_bytes(checkpoint.tensors, checkpoint.config, scheme, table=table)
-            check = Check(
-                checkpoint=checkpoint.name, key=str(layout_key(checkpoint.config, tie_defaults)), scheme=scheme,
-                table_bytes=None if answer is None else answer.bytes.total_bytes,
-                build_bytes=result.quantized[scheme], unfilled_bytes=result.unfilled[scheme],
-            )
-            if check.table_bytes is not None and check.table_bytes != check.build_bytes - check.unfilled_bytes:
-                raise AssertionError(
-                    f"{checkpoint.name} {scheme.value}: the table gives {check.table_bytes:,} bytes, the meta build "
-                    f"{check.build_bytes:,} minus {check.unfilled_bytes:,} not in the checkpoint")
-            checks.append(check)
+            for dtype in KEPT_DTYPES:
+                answer = stored_quantized_bytes(checkpoint.tensors, checkpoint.config, scheme, table=table, load_dtype=dtype)
+                check = Check(
+                    checkpoint=checkpoint.name, key=str(layout_key(checkpoint.config, tie_defaults)), scheme=scheme, load_dtype=dtype,
+                    table_bytes=None if answer is None else answer.bytes.total_bytes,
+                    build_bytes=result.quantized[scheme, dtype], unfilled_bytes=result.unfilled[scheme, dtype],
+                )
+                if check.table_bytes is not None and check.table_bytes != check.build_bytes - check.unfilled_bytes:
+                    raise AssertionError(
+                        f"{checkpoint.name} {scheme.value} {dtype.value}: the table gives {check.table_bytes:,} bytes, the meta build "
+                        f"{check.build_bytes:,} minus {check.unfilled_bytes:,} not in the checkpoint")
+                checks.append(check)
     return table, checks
 
 

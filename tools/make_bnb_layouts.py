@@ -8,9 +8,9 @@ tensor names and shapes of the real checkpoints' headers, legacy layouts include
 the architectures in ``tools.bnb_table.SAVED`` written by transformers' own ``save_pretrained``,
 untied and tied. Each is classified with transformers' own loading code on a meta build and then
 answered from the merged table; the answer must equal the meta-build path minus the tensors the
-checkpoint does not fill, to the byte, for int8, int4 and int4 with double quantization
-(:mod:`tools.bnb_table`), or the script fails. Run it again after upgrading transformers: the
-table records the version it was made with and is not used with another.
+checkpoint does not fill, to the byte, for int8, int4 and int4 with double quantization, each
+with the unquantized modules in float32, float16 and bfloat16 (:mod:`tools.bnb_table`), or the
+script fails. Run it again after upgrading transformers: the table records the version it was made with and is not used with another.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         table, checks = make_table(checkpoints, transformers.__version__)
     for check in checks:
         answer = "build" if check.table_bytes is None else f"{check.table_bytes:,}"
-        print(f"{check.checkpoint:45} {check.scheme.value:18} table {answer:>18}  build {check.build_bytes:>18,}  "
+        print(f"{check.checkpoint:45} {check.scheme.value:18} {check.load_dtype.value:8} table {answer:>18}  build {check.build_bytes:>18,}  "
               f"not in checkpoint {check.unfilled_bytes:,}")
     text = render(table)
     if args.check:

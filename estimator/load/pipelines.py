@@ -46,8 +46,12 @@ def summed_row(dtype: DType, parts: list[ComponentBytes], *, method: Method = "e
     )
 
 
-def pipeline_parts(resolved: Resolved, dtype: DType) -> list[ComponentBytes]:
-    """Each weight-holding component's exact bytes in ``dtype`` (float32, float16, bfloat16, int8, int4)."""
+def pipeline_parts(resolved: Resolved, dtype: DType, kept: DType = DType.FLOAT16) -> list[ComponentBytes]:
+    """Each weight-holding component's exact bytes in ``dtype`` (float32, float16, bfloat16, int8, int4).
+
+    ``kept``: for int8 / int4, the ``torch_dtype=`` of what bitsandbytes leaves unquantized (float16
+    unless ``bnb_compute_dtype`` says otherwise; diffusers has no ``"auto"`` rule to follow here).
+    """
     from estimator.build import torch_dtype
     from estimator.build.diffusers_models import build_component, components
     from estimator.build.weights import measure, training_adam_bytes
@@ -55,11 +59,9 @@ def pipeline_parts(resolved: Resolved, dtype: DType) -> list[ComponentBytes]:
     parts = []
     for component in components(resolved.extra):
         if dtype in (DType.INT8, DType.INT4):
-            import torch
-
             from estimator.quant.bnb import BnbScheme, quantized_bytes
 
-            quantized = quantized_bytes(build_component(component, torch.float16, model=resolved.name), BnbScheme.for_dtype(dtype))
+            quantized = quantized_bytes(build_component(component, torch_dtype(kept), model=resolved.name), BnbScheme.for_dtype(dtype), kept)
             parts.append(ComponentBytes(component.name, component.class_name, quantized.total_bytes, quantized.largest_layer_bytes, None))
             continue
         weights = measure(build_component(component, torch_dtype(dtype), model=resolved.name))
@@ -79,9 +81,12 @@ def diffusers_rows(resolved: Resolved, spec: LoadSpec) -> tuple[Row, ...]:
                             notes=("float8 rows follow transformers' FP8 quantization; not available for diffusers pipelines.",)))
         elif dtype in (DType.INT8, DType.INT4):
             layout = "int8 with a float32 scale per row" if dtype is DType.INT8 else "4-bit nf4/fp4 with a float32 absmax per 64 values"
-            rows.append(summed_row(dtype, pipeline_parts(resolved, dtype), notes=(
+            kept = spec.bnb_compute_dtype or DType.FLOAT16
+            source = "bnb_compute_dtype" if spec.bnb_compute_dtype else "torch_dtype=torch.float16 assumed"
+            rows.append(summed_row(dtype, pipeline_parts(resolved, dtype, kept), notes=(
                 (f"every component quantized with bitsandbytes ({layout}): the Linear layers of each model, diffusers' and "
-                 "transformers' skip lists kept in float16 (PipelineQuantizationConfig with all components)"),
+                 f"transformers' skip lists and everything not Linear kept in {kept.value} ({source}; "
+                 "PipelineQuantizationConfig with all components)"),
                 "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA)",
             )))
         else:

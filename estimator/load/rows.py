@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from estimator.options import DType, Library
 from estimator.result import Method, Row
 from estimator.source import hub
-from estimator.source.stored import StoredTensor, is_prequantized, stored_bytes, tensors_from_metadata
+from estimator.source.stored import StoredTensor, is_prequantized, stored_bytes, tensors_from_metadata, tensors_from_shapes
 
 if TYPE_CHECKING:
     from torch import nn
 
     from estimator.options import LoadSpec
+    from estimator.quant.load_dtype import KeptDType
     from estimator.source.resolve import Resolved
 
 logger = logging.getLogger(__name__)
@@ -42,8 +44,12 @@ def build(resolved: Resolved, dtype: DType, *, trust_remote_code: bool = False) 
     return build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
 
 
-def built_rows(resolved: Resolved, spec: LoadSpec) -> tuple[Row, ...]:
-    """Exact rows: the real model built on meta in each dtype, its unique tensors counted."""
+def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None) -> tuple[Row, ...]:
+    """Exact rows: the real model built on meta in each dtype, its unique tensors counted.
+
+    ``load``: the dtype of what int8 / int4 rows leave unquantized, when the caller has read it from
+    the checkpoint's headers; else it is resolved here (:func:`kept_dtype_of`).
+    """
     from estimator.build.weights import measure, training_adam_bytes
 
     if resolved.library is Library.DIFFUSERS:
@@ -51,10 +57,12 @@ def built_rows(resolved: Resolved, spec: LoadSpec) -> tuple[Row, ...]:
 
         return diffusers_rows(resolved, spec)
     rows = []
-    half = _HalfBuild(resolved, spec)
+    builds = _KeptBuilds(resolved, spec)
     for dtype in spec.dtypes:
         if dtype in _BNB_DTYPES:
-            rows.append(_bnb_row(resolved, spec, dtype, half))
+            if load is None:
+                load = kept_dtype_of(resolved, spec)
+            rows.append(_bnb_row(resolved, spec, dtype, builds, load))
             continue
         if dtype is DType.FLOAT8:
             rows.append(_fp8_row(resolved, spec))
@@ -94,21 +102,79 @@ def _fp8_row(resolved: Resolved, spec: LoadSpec) -> Row:
     )
 
 
-class _HalfBuild:
-    """The float16 meta build the int8 and int4 rows share, made at most once per estimate (read only)."""
+class _KeptBuilds:
+    """The meta build the int8 and int4 rows share (in the load dtype), made at most once per estimate (read only)."""
 
     def __init__(self, resolved: Resolved, spec: LoadSpec) -> None:
         self._resolved, self._spec = resolved, spec
-        self._model: nn.Module | None = None
+        self._models: dict[DType, nn.Module] = {}
 
-    def get(self) -> nn.Module:
-        if self._model is None:
-            self._model = build(self._resolved, DType.FLOAT16, trust_remote_code=self._spec.trust_remote_code)
-        return self._model
+    def get(self, dtype: DType) -> nn.Module:
+        if dtype not in self._models:
+            self._models[dtype] = build(self._resolved, dtype, trust_remote_code=self._spec.trust_remote_code)
+        return self._models[dtype]
 
 
-def _bnb_row(resolved: Resolved, spec: LoadSpec, dtype: DType, half: _HalfBuild) -> Row:
-    """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.quant.bnb`)."""
+_HEADER_LIMIT = 100 << 20  # bytes: a safetensors header larger than this is not read
+
+
+def _local_header(path: Path) -> list[StoredTensor] | None:
+    """A local safetensors file's tensors from its header (8-byte little-endian length, then JSON), or None."""
+    import json
+    import struct
+
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > _HEADER_LIMIT:
+                return None
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError, struct.error):
+        return None
+    if not isinstance(header, dict):
+        return None
+    return tensors_from_shapes({name: (info["dtype"], info["shape"]) for name, info in header.items()
+                                if name != "__metadata__" and isinstance(info, dict) and "dtype" in info and "shape" in info})
+
+
+def _local_checkpoint(folder: Path) -> tuple[object, list[StoredTensor] | None]:
+    """A local folder's shard-index dtype and the tensors of its first checkpoint file, as transformers reads them."""
+    import json
+
+    index: object = None
+    first = folder / "model.safetensors"
+    index_path = folder / "model.safetensors.index.json"
+    if not first.is_file() and index_path.is_file():
+        try:
+            data = json.loads(index_path.read_text(encoding="utf-8"))
+            index = (data.get("metadata") or {}).get("dtype")
+            first = folder / sorted(set(data["weight_map"].values()))[0]
+        except (OSError, ValueError, KeyError, IndexError, AttributeError, TypeError):
+            return None, None
+    return index, _local_header(first) if first.is_file() else None
+
+
+def kept_dtype_of(resolved: Resolved, spec: LoadSpec) -> KeptDType:
+    """The dtype an int8 / int4 load keeps its unquantized modules in, without the Hub's headers.
+
+    ``bnb_compute_dtype`` when given; else transformers' ``dtype="auto"`` from the config, then, for
+    a local folder, its safetensors index and first file's header (:mod:`estimator.quant.load_dtype`).
+    """
+    from estimator.quant.load_dtype import kept_dtype
+
+    index, first = (None, None)
+    if spec.bnb_compute_dtype is None and resolved.ref.path is not None:
+        index, first = _local_checkpoint(Path(resolved.ref.path))
+    return kept_dtype(resolved.config, spec.bnb_compute_dtype, index_dtype=index, first_file=first)
+
+
+def _unsupported_dtype_row(dtype: DType, load: KeptDType, method: Method) -> Row:
+    return _null_row(dtype, f"{dtype.value}: the unquantized modules would be loaded in {load.named} ({load.source}); "
+                            "bitsandbytes rows are given for float32, float16 and bfloat16 (pass bnb_compute_dtype)", method=method)
+
+
+def _bnb_row(resolved: Resolved, spec: LoadSpec, dtype: DType, builds: _KeptBuilds, load: KeptDType) -> Row:
+    """int8 / int4 as bitsandbytes lays the model out (:mod:`estimator.quant.bnb`), unquantized modules in ``load``."""
     if resolved.library not in (Library.TRANSFORMERS, Library.SENTENCE_TRANSFORMERS):
         return _null_row(dtype, f"{dtype.value} rows follow transformers' bitsandbytes quantization; not available for {resolved.library.value} models.")
     from estimator.quant.bnb import BnbScheme, bnb_notes, double_quant_note, quantized_bytes
@@ -120,11 +186,13 @@ def _bnb_row(resolved: Resolved, spec: LoadSpec, dtype: DType, half: _HalfBuild)
         if method != "bitsandbytes" or bits != scheme.bits:
             return _null_row(dtype, f"{dtype.value}: the config declares a pre-quantized checkpoint ({method}, {bits or 'non-integer'}-bit); "
                                     "what it stores is read from its safetensors headers (Hub repos), not re-quantized from a float build")
-    model = half.get()
-    weights = quantized_bytes(model, scheme)
-    notes = list(bnb_notes(scheme, weights))
+    if load.dtype is None:
+        return _unsupported_dtype_row(dtype, load, "exact")
+    model = builds.get(load.dtype)
+    weights = quantized_bytes(model, scheme, load.dtype)
+    notes = list(bnb_notes(scheme, weights, load))
     if scheme is BnbScheme.INT4:
-        double = quantized_bytes(model, BnbScheme.INT4_DOUBLE)
+        double = quantized_bytes(model, BnbScheme.INT4_DOUBLE, load.dtype)
         notes.append(double_quant_note(double.total_bytes))
     return Row(
         dtype=dtype.value,
@@ -148,23 +216,24 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
     tensors = tensors_from_metadata(metadata)
     if not tensors:
         return None
+    load = _hub_kept_dtype(resolved, spec, metadata)
     notes: list[str] = []
     quant_method = (resolved.config.get("quantization_config") or {}).get("quant_method")
     if cross_check:
-        checked = _cross_check(resolved, spec, sum(t.numel for t in tensors))
+        checked = _cross_check(resolved, spec, sum(t.numel for t in tensors), load)
         if checked.rows is not None and quant_method is None and not is_prequantized(tensors):
             # The build is what from_pretrained leaves in memory: checkpoint tensors the model does not
             # load (GPT-2's stored attn.bias masks) are not there, and non-persistent buffers are.
             return tuple(replace(row, notes=(*row.notes, checked.note)) for row in checked.rows)
         notes.append(checked.note)
     rows = []
-    half = _HalfBuild(resolved, spec)
+    builds = _KeptBuilds(resolved, spec)
     for dtype in spec.dtypes:
         if dtype in _BNB_DTYPES:
             if is_prequantized(tensors) or quant_method is not None:
                 rows.append(_prequantized_row(tensors, resolved, dtype, notes))
             else:
-                rows.append(_stored_bnb_row(tensors, resolved, dtype, notes) or _bnb_row(resolved, spec, dtype, half))
+                rows.append(_stored_bnb_row(tensors, resolved, dtype, notes, load) or _bnb_row(resolved, spec, dtype, builds, load))
             continue
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
@@ -186,20 +255,35 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
     return tuple(rows)
 
 
-def _stored_bnb_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DType, notes: list[str]) -> Row | None:
+def _hub_kept_dtype(resolved: Resolved, spec: LoadSpec, metadata: object) -> KeptDType:
+    """``kept_dtype`` from the config and the Hub's safetensors metadata (index, first shard by name)."""
+    from estimator.quant.load_dtype import kept_dtype
+
+    files = getattr(metadata, "files_metadata", None) or {}
+    first = None
+    if files:
+        first_file = files[sorted(files)[0]]
+        first = tensors_from_shapes({name: (info.dtype, info.shape) for name, info in first_file.tensors.items()})
+    index = (getattr(metadata, "metadata", None) or {}).get("dtype")
+    return kept_dtype(resolved.config, spec.bnb_compute_dtype, index_dtype=index, first_file=first)
+
+
+def _stored_bnb_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DType, notes: list[str], load: KeptDType) -> Row | None:
     """int8 / int4 from the headers and the layout table (no torch), or None: then the model is built."""
     if resolved.library is not Library.TRANSFORMERS:
         return None
+    if load.dtype is None:
+        return _unsupported_dtype_row(dtype, load, "stored")
     from estimator.quant.bnb import BnbScheme, double_quant_note
     from estimator.quant.bnb_stored import stored_notes, stored_quantized_bytes
 
     scheme = BnbScheme.for_dtype(dtype)
-    answer = stored_quantized_bytes(tensors, resolved.config, scheme)
+    answer = stored_quantized_bytes(tensors, resolved.config, scheme, load_dtype=load.dtype)
     if answer is None:
         return None
-    row_notes = list(stored_notes(scheme, answer))
+    row_notes = list(stored_notes(scheme, answer, load))
     if scheme is BnbScheme.INT4:
-        double = stored_quantized_bytes(tensors, resolved.config, BnbScheme.INT4_DOUBLE)
+        double = stored_quantized_bytes(tensors, resolved.config, BnbScheme.INT4_DOUBLE, load_dtype=load.dtype)
         if double is not None:
             row_notes.insert(1, double_quant_note(double.bytes.total_bytes))
     return Row(
@@ -264,13 +348,13 @@ class _CrossCheck:
     rows: tuple[Row, ...] | None  # the exact rows, when the meta build worked
 
 
-def _cross_check(resolved: Resolved, spec: LoadSpec, stored_elements: int) -> _CrossCheck:
+def _cross_check(resolved: Resolved, spec: LoadSpec, stored_elements: int, load: KeptDType) -> _CrossCheck:
     """Build the model on meta and compare its persistent element count with the checkpoint's."""
     from estimator.errors import EstimatorError
 
     try:
         model = build(resolved, DType.BFLOAT16, trust_remote_code=spec.trust_remote_code)
-        rows = built_rows(resolved, spec)
+        rows = built_rows(resolved, spec, load)
     except EstimatorError as exc:
         return _CrossCheck(f"cross-check skipped: {exc}", None)
     params = {id(p): p.numel() for p in model.parameters()}

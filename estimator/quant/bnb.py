@@ -1,7 +1,8 @@
 """int8 / int4 rows: the layout bitsandbytes leaves after ``load_in_8bit`` / ``load_in_4bit``.
 
-The model is built on the meta device in float16 (the 16-bit dtype of everything bitsandbytes
-does not quantize; see below). The layers transformers' bitsandbytes quantizer would swap for
+The model is built on the meta device in the dtype of everything bitsandbytes does not quantize
+(the load dtype: the caller's ``dtype=``, else transformers' ``dtype="auto"``, the checkpoint's own
+dtype; :mod:`estimator.quant.load_dtype`). The layers transformers' bitsandbytes quantizer would swap for
 ``Linear8bitLt`` / ``Linear4bit`` are chosen with transformers' own functions (:func:`bnb_targets`);
 their weights' bytes come from the layout formulas below, one small pure function per layout,
 and every other tensor is counted as built. ``tests/test_quant_bnb.py`` loads small models with
@@ -12,9 +13,10 @@ What stays in 16 bits (transformers' default ``llm_int8_skip_modules=None``, whi
 to another (the input embedding when the head is tied), the module owning the model's last
 parameter, and the model's ``_keep_in_fp32_modules``. Embeddings, norms, convolutions and biases
 (also the biases of quantized layers) are not Linear weights and are never quantized. They are
-counted in float16, the dtype ``from_pretrained(..., dtype=torch.float16)`` gives them; a
-bfloat16 load has the same byte count. Rotary ``inv_freq`` buffers stay float32 as the modeling
-code makes them.
+counted in the load dtype, as built (the model's dtype plan applied: T5's ``wo`` in float32 when the
+load dtype is float16). Rotary ``inv_freq`` buffers stay float32 as the modeling code makes them.
+The functions below default to float16 (``dtype=torch.float16``, the classic bitsandbytes setting);
+the rows pass the resolved load dtype.
 
 Sources: bitsandbytes 0.50 ``nn/modules.py`` (``Int8Params``, ``Params4bit``) and
 ``functional.py`` (``int8_vectorwise_quant``, ``quantize_4bit``, ``quantize_blockwise``).
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from estimator.options import DType
+from estimator.quant.load_dtype import FLOAT16_GIVEN, ITEMSIZE, KeptDType
 
 if TYPE_CHECKING:
     from torch import nn
@@ -38,7 +41,6 @@ NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True) re-quantizes a
 INT4_CODE_VALUES = 16  # nf4 / fp4 lookup table, float32, one copy per layer
 NESTED_CODE_VALUES = 256  # the dynamic 8-bit map of the nested quantization, float32, one copy per layer
 FLOAT32_BYTES = 4
-HALF_BYTES = 2  # float16 (or bfloat16) for everything not quantized
 
 
 class BnbScheme(str, enum.Enum):
@@ -177,8 +179,8 @@ def weight_bytes(scheme: BnbScheme, out_features: int, in_features: int) -> int:
     return int4_weight_bytes(out_features * in_features, double_quant=scheme is BnbScheme.INT4_DOUBLE)
 
 
-def tensor_sizes(model: nn.Module, scheme: BnbScheme) -> tuple[dict[str, int], dict[str, tuple[int, int]], tuple[str, ...]]:
-    """Bytes of every unique tensor of ``model`` (built in float16 on meta) once loaded in ``scheme``.
+def tensor_sizes(model: nn.Module, scheme: BnbScheme, load_dtype: DType = DType.FLOAT16) -> tuple[dict[str, int], dict[str, tuple[int, int]], tuple[str, ...]]:
+    """Bytes of every unique tensor of ``model`` (built on meta in ``load_dtype``) once loaded in ``scheme``.
 
     Returns the sizes by tensor name (each unique tensor at its first name), the quantized layers
     and the skip list.
@@ -191,18 +193,18 @@ def tensor_sizes(model: nn.Module, scheme: BnbScheme) -> tuple[dict[str, int], d
         module_name, _, leaf = name.rpartition(".")
         if module_name in targets and leaf == "weight":
             sizes[name] = weight_bytes(scheme, *targets[module_name])
-        elif module_name in targets:  # the bias of a quantized layer: loaded in the model's 16-bit dtype
-            sizes[name] = tensor.numel() * HALF_BYTES
+        elif module_name in targets:  # the bias of a quantized layer: loaded in the load dtype
+            sizes[name] = tensor.numel() * ITEMSIZE[load_dtype]
         else:
             sizes[name] = tensor_bytes(tensor)
     return sizes, targets, kept
 
 
-def quantized_bytes(model: nn.Module, scheme: BnbScheme) -> QuantizedBytes:
-    """Bytes of ``model`` (built in float16 on meta) once loaded with bitsandbytes in ``scheme``."""
+def quantized_bytes(model: nn.Module, scheme: BnbScheme, load_dtype: DType = DType.FLOAT16) -> QuantizedBytes:
+    """Bytes of ``model`` (built on meta in ``load_dtype``) once loaded with bitsandbytes in ``scheme``."""
     from estimator.build.weights import largest_layer
 
-    tensors, targets, kept = tensor_sizes(model, scheme)
+    tensors, targets, kept = tensor_sizes(model, scheme, load_dtype)
     sizes: dict[str, int] = {}
     for name, size in tensors.items():
         parts = name.split(".")
@@ -238,12 +240,12 @@ def double_quant_note(total_bytes: int) -> str:
 TRAINING_NULL_NOTE = "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), which this row does not estimate"
 
 
-def bnb_notes(scheme: BnbScheme, weights: QuantizedBytes) -> tuple[str, ...]:
-    """The notes of an int8 / int4 row: the layout, what stays in 16 bits, why training is null."""
+def bnb_notes(scheme: BnbScheme, weights: QuantizedBytes, load: KeptDType = FLOAT16_GIVEN) -> tuple[str, ...]:
+    """The notes of an int8 / int4 row: the layout, what is not quantized and its dtype, why training is null."""
     kept = ", ".join(weights.kept_16bit) if weights.kept_16bit else "none"
     return (
         layout_note(scheme, weights.quantized_layers),
-        f"kept in float16: embeddings, norms, biases, non-Linear layers and transformers' skip list ({kept})",
+        f"kept in {load.named} ({load.source}): embeddings, norms, biases, non-Linear layers and transformers' skip list ({kept})",
         TRAINING_NULL_NOTE,
     )
 

@@ -2,7 +2,7 @@
 
 Which checkpoint tensors ``load_in_8bit`` / ``load_in_4bit`` quantize is a property of the model's
 modules (a Linear is quantized, an Embedding of the same shape is not; the output head, tied
-modules and ``_keep_in_fp32_modules`` stay in 16 bits) and of transformers' checkpoint-key renaming
+modules and ``_keep_in_fp32_modules`` stay unquantized) and of transformers' checkpoint-key renaming
 (prefixes, legacy names, MoE experts fused on load). Both are decided by transformers' own code on a
 meta build; ``tools/make_bnb_layouts.py`` (:mod:`tools.bnb_table`) records the outcome per
 architecture in ``estimator/quant/data/bnb_layouts.json``, keyed by checkpoint tensor name with the layer
@@ -15,9 +15,14 @@ slower). The codes:
 
 * ``L``: a Linear weight, quantized (stored ``out x in``); ``C``: a GPT-2 ``Conv1D`` weight,
   quantized (stored ``in x out``);
-* ``<n>``: kept, ``n`` bytes per element in the float16 load (``4`` for ``_keep_in_fp32_modules``);
-  ``S<n>@<name>``: the same for a tensor the model ties to other names, ``<name>`` the tied group
-  (a checkpoint holding two tensors of one group is answered by the build);
+* ``D``: kept, in the load dtype (:mod:`estimator.quant.load_dtype`): 4 bytes per element in a
+  float32 load, 2 in a float16 or bfloat16 one;
+* ``F``: kept, one of the model's ``_keep_in_fp32_modules``: float32 in a float16 load, else the load
+  dtype (transformers' ``_get_dtype_plan``);
+* ``<n>``: kept, ``n`` bytes per element whatever the load dtype (``_keep_in_fp32_modules_strict``,
+  tensors the modeling code makes in one dtype);
+* ``S<code>@<name>``: one of the above for a tensor the model ties to other names, ``<name>`` the
+  tied group (a checkpoint holding two tensors of one group is answered by the build);
 * ``X``: not loaded by ``from_pretrained`` (GPT-2's stored ``attn.bias`` masks, BERT's pooler in a
   masked-LM checkpoint, Llama-2's stored ``rotary_emb.inv_freq``);
 * ``?``: seen with two outcomes; never answered from the table.
@@ -37,11 +42,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from estimator.options import DType
 from estimator.quant.bnb import BnbScheme, QuantizedBytes, weight_bytes
+from estimator.quant.load_dtype import FLOAT16_GIVEN, ITEMSIZE, KeptDType
 from estimator.source.stored import FLOATING, StoredTensor, group_of
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "bnb_layouts.json"
 QUANTIZED_CODES = ("L", "C")
+LOAD_DTYPE = "D"  # kept, in the load dtype
+KEEP_IN_FP32 = "F"  # kept, _keep_in_fp32_modules: float32 in a float16 load, else the load dtype
 DROPPED = "X"
 AMBIGUOUS = "?"
 _NUMBER = re.compile(r"(^|\.)\d+(?=\.|$)")
@@ -109,9 +118,19 @@ class StoredQuantized:
     dropped: tuple[str, ...]  # checkpoint tensors from_pretrained does not load (patterns)
 
 
+def kept_itemsize(code: str, load_dtype: DType) -> int | None:
+    """Bytes per element of a kept tensor's code in a ``load_dtype`` load; None for a code this version does not know."""
+    if code == LOAD_DTYPE:
+        return ITEMSIZE[load_dtype]
+    if code == KEEP_IN_FP32:
+        return 4 if load_dtype is DType.FLOAT16 else ITEMSIZE[load_dtype]
+    return int(code) if code.isdigit() else None
+
+
 def stored_quantized_bytes(tensors: list[StoredTensor], config: dict[str, Any], scheme: BnbScheme,
-                           table: dict[str, Any] | None = None) -> StoredQuantized | None:
-    """``tensors`` (a checkpoint's headers) loaded in ``scheme``, or None when the table cannot say."""
+                           table: dict[str, Any] | None = None, load_dtype: DType = DType.FLOAT16) -> StoredQuantized | None:
+    """``tensors`` (a checkpoint's headers) loaded in ``scheme`` with the unquantized modules in ``load_dtype``
+    (float32, float16 or bfloat16), or None when the table cannot say."""
     codes = table_entry(config, table)
     if codes is None:
         return None
@@ -141,7 +160,10 @@ def stored_quantized_bytes(tensors: list[StoredTensor], config: dict[str, Any], 
                 if group in tied:
                     return None
                 tied.add(group)
-            size = tensor.numel * int(code)
+            itemsize = kept_itemsize(code, load_dtype)
+            if itemsize is None:
+                return None
+            size = tensor.numel * itemsize
             if tensor.dtype in FLOATING and tensor.shape is not None and len(tensor.shape) == 2:
                 kept_2d.add(name.removesuffix(".weight"))
         total += size
@@ -155,7 +177,7 @@ def stored_quantized_bytes(tensors: list[StoredTensor], config: dict[str, Any], 
     )
 
 
-def stored_notes(scheme: BnbScheme, answer: StoredQuantized) -> tuple[str, ...]:
+def stored_notes(scheme: BnbScheme, answer: StoredQuantized, load: KeptDType = FLOAT16_GIVEN) -> tuple[str, ...]:
     """The notes of an int8 / int4 row read from headers: layout, what stays 16-bit, what is not loaded."""
     from estimator.quant.bnb import TRAINING_NULL_NOTE, layout_note
 
@@ -164,8 +186,8 @@ def stored_notes(scheme: BnbScheme, answer: StoredQuantized) -> tuple[str, ...]:
         layout_note(scheme, answer.bytes.quantized_layers),
         (f"from the checkpoint's safetensors headers and transformers' bitsandbytes layer choice for this architecture "
          f"(estimator/quant/data/bnb_layouts.json); largest layer: {answer.bytes.largest_layer_names[0]}"),
-        (f"not quantized (float16, float32 where the model keeps a module in float32): norms, biases and the 2-D weights "
-         f"transformers does not quantize ({kept})"),
+        (f"not quantized, kept in {load.named} ({load.source}; float32 where the model keeps a module in float32): norms, "
+         f"biases and the 2-D weights transformers does not quantize ({kept})"),
     ]
     if answer.dropped:
         notes.append(f"not counted: checkpoint tensors from_pretrained does not load ({', '.join(answer.dropped)})")
