@@ -119,6 +119,8 @@ def parse_dtypes(values: str | Iterable[str | DType] | None) -> tuple[DType, ...
         return DEFAULT_DTYPES
     if isinstance(values, (str, DType)):
         values = [values]
+    if not isinstance(values, Iterable) or isinstance(values, (bytes, dict)):
+        raise BadOptionError([Option("dtypes"), f" must be a dtype name or a list of them; got {values!r}."])
     parsed: list[DType] = []
     for value in values:
         for part in str(value).replace(",", " ").split():

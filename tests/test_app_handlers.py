@@ -14,7 +14,7 @@ import pytest
 import estimator_app.handlers as app  # the page's handlers; importing them sets no environment variable
 from testkit.hub_process import REPO_ROOT
 
-GPT2 = Path("/work/shared/hub-fixtures/models/openai-community/gpt2")
+GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
 DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
 
 
@@ -64,8 +64,8 @@ def test_unsupported_option_shows_the_core_s_message() -> None:
     args = list(DEFAULTS)
     args[3] = "training"
     args[9] = "sgd"
-    with pytest.raises(gr.Error, match="not simulated yet"):
-        app.run_form(str(GPT2), *args, "", progress=no_progress)
+    with pytest.raises(gr.Error, match="not simulated yet"):  # refused before any Hub call
+        app.run_form("openai-community/gpt2", *args, "", progress=no_progress)
 
 
 def test_missing_folder_is_a_friendly_error_not_a_traceback() -> None:
@@ -74,8 +74,13 @@ def test_missing_folder_is_a_friendly_error_not_a_traceback() -> None:
     assert "Traceback" not in str(caught.value) and "Internal error" not in str(caught.value)
 
 
-def test_a_local_model_fills_every_output() -> None:
-    out = app.run_form(str(GPT2), *DEFAULTS, "", progress=no_progress)
+def test_a_local_model_fills_every_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The page reads the Hub only; the core answers the same request from the local copy of gpt2.
+    from estimator import estimate
+    from estimator_app import answers
+
+    monkeypatch.setattr(answers, "estimate", lambda ref, **kwargs: estimate(str(GPT2), **kwargs))
+    out = app.run_form("openai-community/gpt2", *DEFAULTS, "", progress=no_progress)
     area, summary, table, csv_path, json_path, query, chart_title, frame, fits, caption, note, last = out
     assert area.visible is True
     assert "gpt2" in summary and "source local" in summary

@@ -21,7 +21,7 @@ from estimator_app.lanes import Lanes, Settings
 from estimator_app.wording import PAGE, for_form, page_option
 from testkit.hub_process import REPO_ROOT
 
-GPT2 = Path("/work/shared/hub-fixtures/models/openai-community/gpt2")
+GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
 DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
 
 
@@ -67,7 +67,7 @@ def test_the_page_shows_the_core_s_errors_in_its_own_words(monkeypatch: pytest.M
     args = list(DEFAULTS)
     args[3], args[9] = "training", "sgd"
     with pytest.raises(gr.Error, match="not simulated yet") as caught:
-        handlers.run_form(str(GPT2), *args, "", progress=no_progress)
+        handlers.run_form("openai-community/gpt2", *args, "", progress=no_progress)
     assert "“Optimizer” sgd" in caught.value.message and "--" not in caught.value.message
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -75,7 +75,7 @@ def test_the_page_shows_the_core_s_errors_in_its_own_words(monkeypatch: pytest.M
 
     monkeypatch.setattr(answers, "estimate", broken)
     with pytest.raises(gr.Error) as caught:
-        handlers.run_form(str(GPT2), *DEFAULTS, "", progress=no_progress)
+        handlers.run_form("openai-community/gpt2", *DEFAULTS, "", progress=no_progress)
     assert "Internal error (RuntimeError)" in caught.value.message and "share link" in caught.value.message
     assert "model=" in caught.value.message and "--debug" not in caught.value.message
 

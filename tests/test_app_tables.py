@@ -12,7 +12,7 @@ from estimator import estimate
 from estimator.units import format_bytes
 from estimator_app.tables import TRAINING_LABEL, method_note, results_frame, summary, write_downloads
 
-FIXTURES = Path("/work/shared/hub-fixtures/models")
+FIXTURES = Path(__file__).resolve().parent / "hub_data" / "models"  # the repo's copies of the published configs
 GPT2 = FIXTURES / "openai-community" / "gpt2"
 
 

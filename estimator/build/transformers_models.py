@@ -58,16 +58,21 @@ def transformers_config(config: dict[str, Any], *, model: str, trust_remote_code
             f"transformers {transformers.__version__} does not know model_type {model_type!r} ({model}); "
             f"upgrade transformers, or check the config."
         )
+    from huggingface_hub.errors import StrictDataclassError  # transformers 5's configs are strict dataclasses
+
     try:
         return CONFIG_MAPPING[model_type].from_dict(dict(config))
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError, RecursionError, StrictDataclassError) as exc:
         raise MalformedConfigError(f"The config of {model} could not be read as a {model_type} config: {exc}") from None
 
 
 def model_class(config: Any, *, model: str, trust_remote_code: bool = False) -> type[nn.Module]:
     """The class named by ``architectures[0]``, else ``AutoModel``'s class for this config."""
     transformers = _transformers()
-    for name in getattr(config, "architectures", None) or []:
+    architectures = getattr(config, "architectures", None) or []
+    if not isinstance(architectures, (list, tuple)) or not all(isinstance(name, str) for name in architectures):
+        raise MalformedConfigError(f"The config of {model} has 'architectures' {architectures!r}; it must be a list of class names.")
+    for name in architectures:
         cls = getattr(transformers, name, None)
         if isinstance(cls, type) and issubclass(cls, nn.Module):
             return cls

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from estimator.errors import MalformedConfigError
 from estimator.options import DType, Library
 from estimator.result import Method, Row
 from estimator.source import hub
@@ -129,12 +130,15 @@ def _local_header(path: Path) -> list[StoredTensor] | None:
             if length > _HEADER_LIMIT:
                 return None
             header = json.loads(handle.read(length))
-    except (OSError, ValueError, struct.error):
+    except (OSError, ValueError, RecursionError, struct.error):
         return None
     if not isinstance(header, dict):
         return None
-    return tensors_from_shapes({name: (info["dtype"], info["shape"]) for name, info in header.items()
-                                if name != "__metadata__" and isinstance(info, dict) and "dtype" in info and "shape" in info})
+    try:
+        return tensors_from_shapes({name: (info["dtype"], info["shape"]) for name, info in header.items()
+                                    if name != "__metadata__" and isinstance(info, dict) and "dtype" in info and "shape" in info})
+    except MalformedConfigError:  # a header transformers could not load either: no dtype is read from it
+        return None
 
 
 def _local_checkpoint(folder: Path) -> tuple[object, list[StoredTensor] | None]:
@@ -149,7 +153,7 @@ def _local_checkpoint(folder: Path) -> tuple[object, list[StoredTensor] | None]:
             data = json.loads(index_path.read_text(encoding="utf-8"))
             index = (data.get("metadata") or {}).get("dtype")
             first = folder / sorted(set(data["weight_map"].values()))[0]
-        except (OSError, ValueError, KeyError, IndexError, AttributeError, TypeError):
+        except (OSError, ValueError, KeyError, IndexError, AttributeError, TypeError, RecursionError):
             return None, None
     return index, _local_header(first) if first.is_file() else None
 

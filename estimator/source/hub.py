@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from estimator.errors import (
+    BadReferenceError,
+    EstimatorError,
     GatedModelError,
     HubError,
     HubRateLimitedError,
@@ -77,6 +79,8 @@ def hub_errors(
     rev = f" at revision {revision!r}" if revision else ""
     try:
         yield
+    except hf.HFValidationError as exc:  # the client's own check of a repo id or revision
+        raise BadReferenceError(f"{repo_id!r}{rev} is not a valid Hub reference: {exc}", model_id=repo_id, revision=revision) from None
     except hf.GatedRepoError as exc:
         status = exc.response.status_code if exc.response is not None else None
         if token_given and status == 403:
@@ -158,7 +162,7 @@ def download_any_json(repo_id: str, filename: str, *, revision: str | None, toke
         path = hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MalformedConfigError(f"{filename} of {repo_id} is not valid JSON ({exc}).", model_id=repo_id, revision=revision) from None
 
 
@@ -181,6 +185,10 @@ def safetensors_metadata(repo_id: str, *, revision: str | None, token: str | Non
     except (NotASafetensorsRepoError, SafetensorsParsingError, NoConfigError) as exc:
         logger.info("no usable safetensors headers for %s: %s", repo_id, type(exc).__name__)
         return None
+    except EstimatorError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:  # the client's parser on a malformed header
+        raise MalformedConfigError(f"The safetensors headers of {repo_id} are malformed ({type(exc).__name__}: {exc}).", model_id=repo_id, revision=revision) from None
 
 
 def file_sizes(repo_id: str, paths: list[str], *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, int]:

@@ -17,7 +17,7 @@ from estimator.errors import BadReferenceError, NoConfigError
 
 # huggingface_hub's own rule (utils/_validators.py), repeated here so a typo is caught before any
 # network call: optional namespace, then a name of word characters, '-' and '.', no '--' or '..'.
-_REPO_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
+_REPO_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$", re.ASCII)  # the Hub's ids: ASCII letters, digits, - _ .
 _HUB_HOSTS = {"huggingface.co", "www.huggingface.co", "hf.co"}
 CONFIG_FILES = ("config.json", "model_index.json", "modules.json")
 # Text that names a place on a disk rather than a repo: absolute, home- or dot-relative, a Windows
@@ -52,7 +52,11 @@ def parse_reference(text: str, *, revision: str | None = None, endpoint: str | N
         revision = None
 
     candidate = Path(os.path.expanduser(text))
-    if candidate.exists():
+    try:
+        exists = candidate.exists()
+    except OSError:  # a name too long for the file system, or a path it may not look at: not a folder here
+        exists = False
+    if exists:
         if candidate.is_file() and candidate.name in CONFIG_FILES:
             candidate = candidate.parent
         if not candidate.is_dir():

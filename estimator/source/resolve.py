@@ -60,7 +60,7 @@ def detect_library(config: dict[str, Any] | None, files: tuple[str, ...], hub_li
 def _read_any_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MalformedConfigError(f"{path} is not valid JSON ({exc}).") from None
 
 
@@ -94,7 +94,7 @@ def resolve_files(
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MalformedConfigError(f"{path} is not valid JSON ({exc}).") from None
     if not isinstance(data, dict):
         raise MalformedConfigError(f"{path} is not a JSON object.")

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from estimator.errors import MalformedConfigError
 from estimator.options import DType
 
 # Bytes per element of the safetensors dtypes (safetensors' own names).
@@ -80,6 +81,10 @@ def tensors_from_shapes(shapes: Mapping[str, tuple[str, Sequence[int]] | list[An
     """``{name: (safetensors dtype, shape)}`` as a list of tensors."""
     tensors: list[StoredTensor] = []
     for name, (dtype, dims) in shapes.items():
+        if not isinstance(dtype, str) or not isinstance(dims, (list, tuple)) or not all(
+            isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in dims
+        ):
+            raise MalformedConfigError(f"The safetensors header entry {name!r} has a malformed dtype or shape ({dtype!r}, {dims!r}).")
         shape = tuple(int(dim) for dim in dims)
         numel = 1
         for dim in shape:

@@ -1,7 +1,9 @@
 """torchsummary's ``summary(model, input_size, batch_size=-1)``, with correct memory figures.
 
 Same call (``input_size`` without the batch dimension, a tuple or a list of tuples; the default
-``batch_size=-1`` shows ``-1`` in the shapes and sizes one sample, as torchsummary did) and the same
+``batch_size=-1`` shows ``-1`` in the shapes and sizes one sample, as torchsummary did; ``dtypes``
+one tensor type per input, e.g. ``[torch.FloatTensor, torch.LongTensor]``), the same return value
+(``summary`` prints the table and returns ``(total_params, trainable_params)``) and the same
 table, with these differences (``docs/modules.md`` works an example):
 
 - the layers are found by a forward on fake tensors, so nothing runs on the device and models
@@ -23,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from estimator.errors import BadOptionError
 from estimator.modules.summary import CONTAINERS, summarize
 
 __all__ = ["summary", "summary_string"]
@@ -36,10 +39,11 @@ def summary(
     batch_size: int = -1,
     device: Any = "cuda",
     dtypes: Any = None,
-) -> None:
-    """Print the torchsummary-style table (torchsummary's ``summary`` printed and returned ``None``)."""
-    text, _ = summary_string(model, input_size, batch_size=batch_size, device=device, dtypes=dtypes)
+) -> tuple[int, int]:
+    """Print the torchsummary-style table and return ``(total_params, trainable_params)``, as torchsummary does."""
+    text, counts = summary_string(model, input_size, batch_size=batch_size, device=device, dtypes=dtypes)
     print(text)  # a compatibility shim: printing is the old tool's contract
+    return counts
 
 
 def summary_string(
@@ -54,13 +58,16 @@ def summary_string(
         [tuple(input_size)] if all(isinstance(d, int) for d in input_size) else [tuple(s) for s in input_size]  # type: ignore[arg-type]  # the int-or-tuples union is narrowed by the all() test, which mypy cannot see
     )
     batch = 1 if batch_size == -1 else batch_size
-    input_dtype = dtypes[0] if dtypes else None
+    input_dtypes = _input_dtypes(dtypes, len(sizes))
     target = str(device).split(":")[0] if str(device).startswith(("cuda", "cpu")) else "cuda"
+    run_model, root_depth = model, 0
+    if len(set(input_dtypes)) > 1:
+        run_model, root_depth = _CastInputs(model, input_dtypes), 1
     s = summarize(
-        model, [(batch, *size) for size in sizes], depth=1 << 30, input_dtype=input_dtype, device=target,
+        run_model, [(batch, *size) for size in sizes], depth=1 << 30, input_dtype=input_dtypes[0], device=target,
     )
     shown_batch = -1 if batch_size == -1 else batch_size
-    calls = sorted((c for c in s.calls if c.depth > 0 and c.type not in {k.__name__ for k in CONTAINERS}), key=lambda c: c.finished)
+    calls = sorted((c for c in s.calls if c.depth > root_depth and c.type not in {k.__name__ for k in CONTAINERS}), key=lambda c: c.finished)
     lines = ["-" * 64, "{:>20}  {:>25} {:>15}".format("Layer (type)", "Output Shape", "Param #"), "=" * 64]
     hooked_outputs = 0
     for i, call in enumerate(calls, 1):
@@ -98,6 +105,36 @@ def summary_string(
         )
     lines.append("-" * 64)
     return "\n".join(lines), (s.total_params, s.trainable_params)
+
+
+def _input_dtypes(dtypes: Any, count: int) -> tuple[torch.dtype, ...]:
+    """torchsummary's ``dtypes`` (tensor types such as ``torch.FloatTensor``, or dtypes), one per input."""
+    if dtypes is None:
+        return (torch.float32,) * count
+    if isinstance(dtypes, (torch.dtype, type)):
+        dtypes = [dtypes] * count
+    parsed = tuple(getattr(d, "dtype", d) for d in dtypes)
+    if len(parsed) != count or not all(isinstance(d, torch.dtype) for d in parsed):
+        raise BadOptionError(
+            f"dtypes must be one tensor type or dtype per input ({count}); got {dtypes!r}."
+        )
+    return parsed
+
+
+class _CastInputs(nn.Module):
+    """Runs ``model`` on inputs cast to one dtype each (summarize makes them all in the first one).
+
+    The cast copies are real tensors in the simulated step too, so mixed-dtype inputs are counted
+    in the first dtype plus the cast; the table's rows start below this wrapper.
+    """
+
+    def __init__(self, model: nn.Module, dtypes: tuple[torch.dtype, ...]) -> None:
+        super().__init__()
+        self.model = model
+        self.dtypes = dtypes
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        return self.model(*(x if x.dtype == d else x.to(d) for x, d in zip(inputs, self.dtypes, strict=True)))
 
 
 def _numel(shape: Sequence[int]) -> int:
