@@ -9,7 +9,7 @@ from typing import Any
 from estimator.cache import LRUCache
 from estimator.errors import HubError
 from estimator.load import gguf
-from estimator.options import DType, Library, Mode, Options, parse_options
+from estimator.options import DType, Library, Mode, Options, parse_options, seconds
 from estimator.result import Estimate, Row
 from estimator.source import hub
 from estimator.source.limits import check_config
@@ -50,6 +50,7 @@ def estimate(
         gradient_checkpointing=gradient_checkpointing, lora_rank=lora_rank, lora_targets=lora_targets, gpu=gpu,
         trust_remote_code=trust_remote_code, bnb_compute_dtype=bnb_compute_dtype,
     )
+    timeout = seconds(timeout, option="timeout")  # how long each Hub call may take; not part of the answer
     if isinstance(model, ModelRef):
         ref = model if revision is None else replace(model, revision=revision)
     else:

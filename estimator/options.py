@@ -145,6 +145,19 @@ def positive_int(value: object, *, option: str, minimum: int = 1, maximum: int =
     return number
 
 
+def seconds(value: object, *, option: str, maximum: float = 3600.0) -> float:
+    """Parse a time limit in seconds: a finite number in (0, maximum]."""
+    if isinstance(value, bool):
+        raise BadOptionError([Option(option), f" must be a number of seconds; got {value!r}."])
+    try:
+        number = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+    except ValueError:
+        raise BadOptionError([Option(option), f" must be a number of seconds; got {value!r}."]) from None
+    if not 0 < number <= maximum:  # NaN fails this too
+        raise BadOptionError([Option(option), f" must be more than 0 and at most {maximum:g} seconds; got {value!r}."])
+    return number
+
+
 DEFAULT_SEQ_LEN = 512  # tokens, when a text model's workload gives no seq_len
 
 

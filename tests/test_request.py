@@ -96,3 +96,13 @@ def test_internal_errors_name_the_adapter_s_own_remedy() -> None:
     assert "--debug" in user_message(RuntimeError("boom"))[0]
     page, status = user_message(RuntimeError("boom"), PAGE_LIKE)
     assert status == 1 and "--debug" not in page and "page's link" in page
+
+
+@pytest.mark.parametrize("timeout", [-1, 0, float("nan"), float("inf"), "soon", True])
+def test_a_bad_timeout_is_refused_before_any_hub_call(timeout: object) -> None:
+    """Found by bench/fuzz.py: ``--timeout=-1`` reached the HTTP client and ended in an internal error."""
+    from estimator import estimate
+
+    with pytest.raises(BadOptionError, match="^--timeout must be") as caught:
+        estimate("openai-community/gpt2", timeout=timeout)  # type: ignore[arg-type]  # deliberately wrong
+    assert caught.value.option == "timeout"
