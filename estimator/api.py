@@ -146,6 +146,7 @@ def _architecture(resolved: Resolved) -> str | None:
     if resolved.library is Library.TIMM:
         value = resolved.config.get("architecture")
     else:
-        architectures = resolved.config.get("architectures") or []
-        value = architectures[0] if architectures else resolved.config.get("model_type") or resolved.config.get("_class_name")
+        architectures = resolved.config.get("architectures")
+        first = architectures[0] if isinstance(architectures, list) and architectures else None
+        value = first or resolved.config.get("model_type") or resolved.config.get("_class_name")
     return value if isinstance(value, str) else None

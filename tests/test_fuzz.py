@@ -145,3 +145,13 @@ def test_a_hang_and_a_crash_are_caught_not_waited_for() -> None:
         assert w.run({"target": "api", "model": "", "kwargs": {}})["outcome"] == "refusal"
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("argv", [["{dir}", "--format", "json"], ["{dir}", "--dtypes", "int8"]])
+def test_a_config_with_wrong_types_for_architectures_and_dtype_is_answered_or_refused(worker: FuzzWorker, argv: list[str]) -> None:
+    """Found by bench/fuzz.py: a non-list ``architectures`` and a list as ``torch_dtype`` ended in internal errors."""
+    config = {"model_type": "llama", "architectures": 10**30, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, "max_position_embeddings": 128, "torch_dtype": []}
+    import json
+
+    _accepted(worker.run({"target": "config", "via": "cli", "config": json.dumps(config), "argv": argv}))

@@ -62,7 +62,7 @@ def transformers_config(config: dict[str, Any], *, model: str, trust_remote_code
 
     try:
         return CONFIG_MAPPING[model_type].from_dict(dict(config))
-    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError, RecursionError, StrictDataclassError) as exc:
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError, RecursionError, StrictDataclassError) as exc:
         raise MalformedConfigError(f"The config of {model} could not be read as a {model_type} config: {exc}") from None
 
 
