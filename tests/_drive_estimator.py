@@ -12,8 +12,8 @@ import time
 from collections import Counter
 
 from estimator import api, estimate
-from estimator.source import hub
 from estimator.messages import user_message
+from estimator.source import hub
 
 CALLS: Counter[str] = Counter()
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from estimator import api
+from estimator.errors import HubError, HubTimeoutError, ModelNotFoundError
+from estimator.options import Library
 from estimator.source import hub
 from estimator.source.catalog import (
     catalog_entry,
@@ -24,8 +26,6 @@ from estimator.source.catalog import (
     catalog_lookup,
     read_catalog_json,
 )
-from estimator.errors import HubError, HubTimeoutError, ModelNotFoundError
-from estimator.options import Library
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "hub_data"  # the project's copies of ../shared/hub-fixtures (models/, models_unverified/)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.modules.compat import SizeEstimator
 from estimator.errors import BadOptionError
+from estimator.modules.compat import SizeEstimator
 from estimator.modules.estimate import estimate_module
 from tests.test_module_ground_truth import PoolModel, ReadmeModel, measured_peak, old_size_estimator
 

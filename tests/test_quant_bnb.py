@@ -17,18 +17,18 @@ import torch
 import transformers
 
 from estimator import estimate
+from estimator.load.rows import build
+from estimator.options import DType, Library
 from estimator.quant.bnb import (
     BnbScheme,
     int4_weight_bytes,
     int8_weight_bytes,
     quantized_bytes,
 )
-from tools.bnb_table import SAVED
-from estimator.load.rows import build
-from estimator.options import DType, Library
 from estimator.source.reference import ModelRef
 from estimator.source.resolve import Resolved
 from testkit.truth import unsaved_bytes
+from tools.bnb_table import SAVED
 
 
 def _walk(obj: Any, storages: dict[int, int], seen: set[int]) -> None:

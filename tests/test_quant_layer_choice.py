@@ -17,8 +17,8 @@ import pytest
 import torch
 import transformers
 
-from estimator.quant.bnb import bnb_targets
 from estimator.build.diffusers_models import Component, build_component
+from estimator.quant.bnb import bnb_targets
 
 SDXL = Path(__file__).resolve().parents[1] / "estimator" / "source" / "catalog" / "data" / "stabilityai__stable-diffusion-xl-base-1.0"
 

@@ -64,11 +64,11 @@ def classify(checkpoint: Checkpoint) -> Classified:
     from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
     from transformers.pytorch_utils import Conv1D
 
+    from estimator.build.weights import unique_tensors
     from estimator.load.rows import build
     from estimator.options import DType, Library
     from estimator.source.reference import parse_reference
     from estimator.source.resolve import Resolved
-    from estimator.build.weights import unique_tensors
 
     resolved = Resolved(ref=parse_reference(checkpoint.name), source="hub", library=Library.TRANSFORMERS, config=checkpoint.config)
     models = {dtype: build(resolved, dtype) for dtype in KEPT_DTYPES}

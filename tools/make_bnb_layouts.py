@@ -29,9 +29,9 @@ EXCLUDED = {"estimator-test/tiny-llama-mismatch": "declares a tensor shape its c
 
 
 def stand_in_checkpoints() -> list:
-    from tools.bnb_table import Checkpoint
     from estimator.source.stored import tensors_from_shapes
     from testkit.hub_repos import load_repos, load_shapes
+    from tools.bnb_table import Checkpoint
 
     repos, _ = load_repos()
     checkpoints, seen = [], set()

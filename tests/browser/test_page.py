@@ -11,8 +11,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from estimator.units import format_bytes
-from tests.browser.conftest import cli_json
 from testkit.hub_process import REPO_ROOT
+from tests.browser.conftest import cli_json
 
 pytestmark = pytest.mark.browser
 MODEL = "openai-community/gpt2"
