@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from estimator.units import format_bytes
 from testkit.hub_process import REPO_ROOT
@@ -138,6 +140,8 @@ def test_inference_link_shows_the_simulated_peak(page: Any, app_url: str, app_en
     shown = table_by_dtype(page)["float32"]
     assert shown["Peak (inference)"] == format_bytes(truth["rows"][0]["peak_bytes"])
     page.locator("#advanced").click()
+    with contextlib.suppress(PlaywrightTimeoutError):  # the accordion renders its content a moment after the click
+        page.wait_for_function("() => document.querySelector('#advanced').innerText.includes('inference')", timeout=10_000)
     assert page.locator("#advanced").inner_text().count("inference") >= 1
 
 
