@@ -124,6 +124,16 @@ def start_stack() -> tuple[str, int, list[subprocess.Popen[bytes]]]:
     raise SystemExit("the app did not start")
 
 
+def stop_stack(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop what :func:`start_stack` started (SIGTERM, then SIGKILL after 10 s)."""
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def arguments(model: str, dtypes: list[str]) -> list[object]:
     """The ``/estimate`` endpoint's inputs, in the form's order (defaults for the Advanced fields)."""
     return [model, "main", "auto", dtypes, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none", ""]
@@ -232,12 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - started
         rss_after = rss_mb(pid) if pid else float("nan")
     finally:
-        for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_stack(procs)
 
     figures = {
         "users": args.users,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.load_test import AppError, call, percentile, rss_mb, start_stack  # noqa: E402  (after the path fix)
+from bench.load_test import AppError, call, percentile, rss_mb, start_stack, stop_stack  # noqa: E402  (after the path fix)
 
 TARGET_GROWTH_MB = 100.0
 APPROVED, UNAPPROVED = "hf_standin_user", "hf_standin_unapproved"  # the stand-in's test tokens
@@ -146,12 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - started
         rss_after = rss_mb(pid)
     finally:
-        for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_stack(procs)
 
     figures: dict[str, object] = {
         "users": args.users,
