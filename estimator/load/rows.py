@@ -7,11 +7,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from estimator.errors import MalformedConfigError
 from estimator.options import DType, Library
 from estimator.result import Method, Row
 from estimator.source import hub
-from estimator.source.stored import StoredTensor, is_prequantized, stored_bytes, tensors_from_metadata, tensors_from_shapes
+from estimator.source.stored import (
+    StoredTensor,
+    is_prequantized,
+    local_checkpoint,
+    stored_bytes,
+    tensors_from_metadata,
+    tensors_from_shapes,
+)
 
 if TYPE_CHECKING:
     from torch import nn
@@ -116,48 +122,6 @@ class _KeptBuilds:
         return self._models[dtype]
 
 
-_HEADER_LIMIT = 100 << 20  # bytes: a safetensors header larger than this is not read
-
-
-def _local_header(path: Path) -> list[StoredTensor] | None:
-    """A local safetensors file's tensors from its header (8-byte little-endian length, then JSON), or None."""
-    import json
-    import struct
-
-    try:
-        with path.open("rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            if length > _HEADER_LIMIT:
-                return None
-            header = json.loads(handle.read(length))
-    except (OSError, ValueError, RecursionError, struct.error):
-        return None
-    if not isinstance(header, dict):
-        return None
-    try:
-        return tensors_from_shapes({name: (info["dtype"], info["shape"]) for name, info in header.items()
-                                    if name != "__metadata__" and isinstance(info, dict) and "dtype" in info and "shape" in info})
-    except MalformedConfigError:  # a header transformers could not load either: no dtype is read from it
-        return None
-
-
-def _local_checkpoint(folder: Path) -> tuple[object, list[StoredTensor] | None]:
-    """A local folder's shard-index dtype and the tensors of its first checkpoint file, as transformers reads them."""
-    import json
-
-    index: object = None
-    first = folder / "model.safetensors"
-    index_path = folder / "model.safetensors.index.json"
-    if not first.is_file() and index_path.is_file():
-        try:
-            data = json.loads(index_path.read_text(encoding="utf-8"))
-            index = (data.get("metadata") or {}).get("dtype")
-            first = folder / sorted(set(data["weight_map"].values()))[0]
-        except (OSError, ValueError, KeyError, IndexError, AttributeError, TypeError, RecursionError):
-            return None, None
-    return index, _local_header(first) if first.is_file() else None
-
-
 def kept_dtype_of(resolved: Resolved, spec: LoadSpec) -> KeptDType:
     """The dtype an int8 / int4 load keeps its unquantized modules in, without the Hub's headers.
 
@@ -168,7 +132,7 @@ def kept_dtype_of(resolved: Resolved, spec: LoadSpec) -> KeptDType:
 
     index, first = (None, None)
     if spec.bnb_compute_dtype is None and resolved.ref.path is not None:
-        index, first = _local_checkpoint(Path(resolved.ref.path))
+        index, first = local_checkpoint(Path(resolved.ref.path))
     return kept_dtype(resolved.config, spec.bnb_compute_dtype, index_dtype=index, first_file=first)
 
 

@@ -5,7 +5,8 @@ a dtype are exact for what it stores: floating tensors take the row's dtype, int
 (pre-quantized) tensors keep theirs. Buffers that are not saved (rotary ``inv_freq``) are not in a
 checkpoint; tied weights are stored once. The largest layer groups tensors by the repeated block
 they belong to (``model.layers.12.``), or by their module where they are not in one — the blocks
-``device_map="auto"`` keeps whole in transformers' decoder models.
+``device_map="auto"`` keeps whole in transformers' decoder models. A local folder's checkpoint
+headers are read here too (:func:`local_checkpoint`), as transformers reads them for ``dtype="auto"``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from estimator.errors import MalformedConfigError
@@ -99,3 +101,45 @@ def tensors_from_metadata(metadata: object) -> list[StoredTensor]:
     for file_metadata in getattr(metadata, "files_metadata", {}).values():
         tensors += tensors_from_shapes({name: (info.dtype, info.shape) for name, info in file_metadata.tensors.items()})
     return tensors
+
+
+_HEADER_LIMIT = 100 << 20  # bytes: a safetensors header larger than this is not read
+
+
+def local_header(path: Path) -> list[StoredTensor] | None:
+    """A local safetensors file's tensors from its header (8-byte little-endian length, then JSON), or None."""
+    import json
+    import struct
+
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > _HEADER_LIMIT:
+                return None
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError, RecursionError, struct.error):
+        return None
+    if not isinstance(header, dict):
+        return None
+    try:
+        return tensors_from_shapes({name: (info["dtype"], info["shape"]) for name, info in header.items()
+                                    if name != "__metadata__" and isinstance(info, dict) and "dtype" in info and "shape" in info})
+    except MalformedConfigError:  # a header transformers could not load either: no dtype is read from it
+        return None
+
+
+def local_checkpoint(folder: Path) -> tuple[object, list[StoredTensor] | None]:
+    """A local folder's shard-index dtype and the tensors of its first checkpoint file, as transformers reads them."""
+    import json
+
+    index: object = None
+    first = folder / "model.safetensors"
+    index_path = folder / "model.safetensors.index.json"
+    if not first.is_file() and index_path.is_file():
+        try:
+            data = json.loads(index_path.read_text(encoding="utf-8"))
+            index = (data.get("metadata") or {}).get("dtype")
+            first = folder / sorted(set(data["weight_map"].values()))[0]
+        except (OSError, ValueError, KeyError, IndexError, AttributeError, TypeError, RecursionError):
+            return None, None
+    return index, local_header(first) if first.is_file() else None
