@@ -38,6 +38,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
+import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -46,10 +47,11 @@ from estimator.peak.formula import formula_components
 from estimator.peak.inputs import workload_for
 from estimator.peak.layers import SAMPLE_LAYERS, extrapolate, layer_count
 from estimator.peak.materialize import materialize
-from estimator.peak.steps import StepPeak, simulate_step
+from estimator.peak.steps import OUTPUTS_KEPT, StepPeak, simulate_step
 from estimator.peak.tracker import PeakSnapshot
+from estimator.peak.training import LoraTargetsError, Recipe, prepare
 
-__all__ = ["PeakResult", "StepPeak", "simulate_peak", "simulate_step"]
+__all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +73,9 @@ class PeakResult:
     components: dict[str, int]
     method: Method
     notes: tuple[str, ...] = field(default=())
+    # training: the peak of a hand-written loop that keeps the model's outputs alive through
+    # backward() and the optimizer step (the simulated loop, Trainer's, keeps only the loss)
+    outputs_kept_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_bytes:
@@ -90,6 +95,7 @@ def simulate_peak(
     image_size: int | None = None,
     max_new_tokens: int = 0,
     extrapolate_layers: bool = True,
+    recipe: Recipe | None = None,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -102,8 +108,11 @@ def simulate_peak(
     :func:`~estimator.peak.formula.formula_components` with ``method="formula"`` and a note.
     With ``extrapolate_layers`` (default), a decoder with many alike layers is simulated with 2,
     3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.layers`);
-    otherwise the full model is simulated.
+    otherwise the full model is simulated. ``recipe`` (training only) says how the step is run
+    (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.training`);
+    by default a full float32-style step with AdamW in the model's dtype.
     """
+    recipe = recipe or Recipe()
     if mode not in ("inference", "training"):
         raise ValueError(f"mode must be 'inference' or 'training', not {mode!r}")
     if device not in ("cpu", "cuda"):
@@ -114,7 +123,7 @@ def simulate_peak(
     if n_layers is not None:
         try:
             found = extrapolate(model, n_layers, lambda m: _run(m, mode, device, batch_size, seq_len,
-                                                               image_size, max_new_tokens))
+                                                               image_size, max_new_tokens, recipe))
         except Exception:  # the full simulation below reports the failure
             logger.debug("layer extrapolation failed", exc_info=True)
             found = None
@@ -123,13 +132,15 @@ def simulate_peak(
             note = f"{n_layers} alike layers: simulated with {SAMPLE_LAYERS} layers, extrapolated (exactly linear)"
             return _result(phases, (*notes, note))
     try:
-        return _result(*_run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens))
+        return _result(*_run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe))
+    except LoraTargetsError:
+        raise
     except Exception as exc:  # the model's code could not run on fake tensors
         logger.warning("simulation failed for %s: %s", type(model).__name__, exc, exc_info=True)
-        comps = formula_components(model, mode)
+        comps = formula_components(model, mode, recipe.optimizer)
         note = (
             f"simulation failed ({type(exc).__name__}: {exc}); formula used: weights"
-            + (" + gradients + AdamW states" if mode == "training" else "")
+            + (f" + gradients + {recipe.optimizer} states of every parameter" if mode == "training" else "")
             + ", activations and temporaries not counted"
         )
         return PeakResult(sum(comps.values()), comps, "formula", (note,))
@@ -139,24 +150,51 @@ def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:
     step = StepPeak(phases, notes)
     name, snap = step.phase, step.peak
     extra = []
+    kept_phases = [v for k, v in phases.items() if k.startswith(OUTPUTS_KEPT)]
+    kept = max(kept_phases, key=lambda v: v.peak_bytes) if kept_phases else None
+    if kept is not None:
+        more = kept.peak_bytes - snap.peak_bytes
+        extra.append(
+            "simulated loop: transformers' Trainer (only the loss outlives the forward); a hand-written loop that keeps "
+            f"`outputs` alive through backward() and the optimizer step peaks at {kept.peak_bytes:,} bytes "
+            f"({more:+,} bytes, {more / snap.peak_bytes:+.1%})" if more else
+            "simulated loop: transformers' Trainer (only the loss outlives the forward); keeping `outputs` alive through "
+            "backward() and the optimizer step does not change this peak"
+        )
     if "decode" in phases and name != "decode":
         kv = phases["decode"].components.get(Component.KV_CACHE.value, 0)
         extra.append(f"KV cache for the whole context, at the last decode step: {kv:,} bytes ({phases['decode'].peak_bytes:,} bytes live then)")
-    return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, *extra, f"peak in phase: {name}"))
+    return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, *extra, f"peak in phase: {name}"),
+                      outputs_kept_bytes=None if kept is None else max(kept.peak_bytes, snap.peak_bytes))
 
 
 def _run(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
-    image_size: int | None, max_new_tokens: int,
+    image_size: int | None, max_new_tokens: int, recipe: Recipe,
 ) -> tuple[Phases, tuple[str, ...]]:
     """One full simulation by the engine (:func:`~estimator.peak.steps.simulate_step`): the peak
     of each phase of the step, and notes; raises where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+        notes: tuple[str, ...] = ()
+        qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.qlora)
+        if qlora:
+            from estimator.peak.qlora import quantize_on_meta
+
+            compute = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.bfloat16)
+            model = quantize_on_meta(model, compute_dtype=compute)
+        if mode == "training":
+            model = prepare(model, recipe)
+            notes = (f"training recipe: {recipe.describe()}",)
         materialize(model, fake_mode)
-        step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens)
-        return step.phases, step.notes + _uncounted(model, mode, device)
+        if qlora:
+            from estimator.peak.qlora import pack_weights
+
+            pack_weights(model, fake_mode, device=device)
+        step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
+                             optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None)
+        return step.phases, step.notes + notes + _uncounted(model, mode, device)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
         gc.collect()

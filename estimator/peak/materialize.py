@@ -23,13 +23,14 @@ __all__ = ["materialize"]
 logger = logging.getLogger(__name__)
 
 
-def _fake_like(t: torch.Tensor, fake_mode: FakeTensorMode) -> torch.Tensor:
+def _fake_like(t: torch.Tensor, fake_mode: FakeTensorMode, device: str) -> torch.Tensor:
     with fake_mode:
-        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="cpu")
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
 
 
-def materialize(model: nn.Module, fake_mode: FakeTensorMode) -> nn.Module:
-    """Replace the model's meta tensors by fake CPU tensors, in place; return the model.
+def materialize(model: nn.Module, fake_mode: FakeTensorMode, device: str = "cpu") -> nn.Module:
+    """Replace the model's meta tensors by fake tensors on ``device`` (CPU; or CUDA, which fake
+    tensors can be without a GPU, for CUDA's own autocast), in place; return the model.
 
     Parameters keep their ``requires_grad``. Tensors already on another device are left alone.
     """
@@ -38,7 +39,7 @@ def materialize(model: nn.Module, fake_mode: FakeTensorMode) -> nn.Module:
     def convert(t: torch.Tensor) -> torch.Tensor:
         key = id(t)
         if key not in memo:
-            fake = _fake_like(t, fake_mode)
+            fake = _fake_like(t, fake_mode, device)
             if isinstance(t, nn.Parameter):
                 fake = nn.Parameter(fake, requires_grad=t.requires_grad)
             memo[key] = fake

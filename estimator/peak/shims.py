@@ -1,4 +1,5 @@
-"""Stand-ins for ops whose fake (meta) kernel is stricter than the real kernel.
+"""Stand-ins for ops whose fake (meta) kernel is stricter than the real kernel, and for the one
+data-dependent decision of transformers' masks.
 
 Each stand-in returns outputs with the shapes, dtypes and strides the real kernel returns; it runs
 below the tracker, so whatever it allocates to find them is not counted.
@@ -10,12 +11,14 @@ below the tracker, so whatever it allocates to find them is not counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["OVERRIDES"]
+__all__ = ["OVERRIDES", "cpu_rng_states", "unpadded_masks"]
 
 
 def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -36,3 +39,67 @@ def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 OVERRIDES: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     torch.ops.aten._grouped_mm.default: _grouped_mm,
 }
+
+
+@contextlib.contextmanager
+def unpadded_masks() -> Iterator[None]:
+    """transformers skips building an attention mask (``is_causal`` / no mask to SDPA) when the 2-D
+    padding mask is all ones (``masking_utils._ignore_causal_mask_sdpa`` and
+    ``_ignore_bidirectional_mask_sdpa``: ``padding_mask.all()``), a question about data that a fake
+    tensor cannot answer, so it would always build the 4-D mask. The simulated inputs have no padding
+    (no ``attention_mask`` is given; a padding mask a model makes for itself, like BART's decoder's
+    ``torch.ones``, is all ones), so here a fake padding mask is answered as all ones, as the real run
+    answers it. Measured: BART's decoder then keeps no (B, 1, L, L) mask, as on the real run.
+    """
+    masking: Any = sys.modules.get("transformers.masking_utils")
+    if masking is None:
+        yield
+        return
+    causal, bidirectional = getattr(masking, "_ignore_causal_mask_sdpa", None), getattr(masking, "_ignore_bidirectional_mask_sdpa", None)
+    if causal is None or bidirectional is None:  # another transformers: nothing to answer
+        yield
+        return
+
+    def fake_is_ones(mask: Any) -> Any:
+        return None if isinstance(mask, torch._subclasses.fake_tensor.FakeTensor) else mask
+
+    packed = getattr(masking, "find_packed_sequence_indices", None)
+    masking._ignore_causal_mask_sdpa = lambda padding_mask, *a, **k: causal(fake_is_ones(padding_mask), *a, **k)
+    masking._ignore_bidirectional_mask_sdpa = lambda padding_mask, *a, **k: bidirectional(fake_is_ones(padding_mask), *a, **k)
+    if packed is not None:
+        # Without a cache (training with checkpointing) transformers looks for packed sequences in the
+        # position ids, a data question too: the simulated position ids are one unpacked sequence.
+        masking.find_packed_sequence_indices = lambda position_ids, *a, **k: None if isinstance(
+            position_ids, torch._subclasses.fake_tensor.FakeTensor) else packed(position_ids, *a, **k)
+    try:
+        yield
+    finally:
+        masking._ignore_causal_mask_sdpa = causal
+        masking._ignore_bidirectional_mask_sdpa = bidirectional
+        if packed is not None:
+            masking.find_packed_sequence_indices = packed
+
+
+@contextlib.contextmanager
+def cpu_rng_states() -> Iterator[None]:
+    """``torch.utils.checkpoint`` saves the CPU generator's state (``torch.get_rng_state()``, a uint8
+    tensor of 5,056 bytes for the Mersenne Twister) for every checkpointed call and holds it until
+    the recomputation; the call does not go through the dispatcher, so fakes would not see it. Here it
+    returns a fake tensor of the real state's size, made by a torch op (so the tracker counts it and
+    its lifetime), and ``torch.set_rng_state`` ignores fakes. Measured: two 5,056-byte states in a
+    2-layer Llama's checkpointed backward on CPU."""
+    get, set_ = torch.get_rng_state, torch.set_rng_state
+    nbytes = get().numel()
+
+    def fake_state() -> torch.Tensor:
+        return torch.empty(nbytes, dtype=torch.uint8)
+
+    def restore(new_state: torch.Tensor) -> None:
+        if not isinstance(new_state, torch._subclasses.fake_tensor.FakeTensor):
+            set_(new_state)
+
+    torch.get_rng_state, torch.set_rng_state = fake_state, restore
+    try:
+        yield
+    finally:
+        torch.get_rng_state, torch.set_rng_state = get, set_

@@ -36,15 +36,20 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.peak.components import Component
 from estimator.peak.inputs import ModelKind, Workload, prefill_kwargs
-from estimator.peak.tracker import PeakSnapshot, StorageTracker
-from estimator.peak.workspace import cpu_workspace
+from estimator.peak.shims import cpu_rng_states, unpadded_masks
+from estimator.peak.tracker import PeakSnapshot, StorageRecord, StorageTracker
+from estimator.peak.training import OPTIMIZERS, Recipe, make_optimizer
+from estimator.peak.workspace import cpu_kernels, cpu_workspace
 
-__all__ = ["OPTIMIZERS", "StepPeak", "simulate_step"]
+__all__ = ["OPTIMIZERS", "Recipe", "StepPeak", "make_optimizer", "simulate_step"]
 
 Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]
-OPTIMIZERS = ("adamw", "sgd", "adafactor")
-_NAMES = {"adamw": "AdamW", "sgd": "SGD", "adafactor": "Adafactor"}
+
+
+# A what-if phase of a training step, not part of its peak: a hand-written loop that keeps the
+# model's ``outputs`` alive through backward() and the optimizer step (Trainer keeps only the loss).
+OUTPUTS_KEPT = "if_outputs_kept:"  # + the phase
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class StepPeak:
     @property
     def phase(self) -> str:
         """The phase that holds the step's peak (the first one on a tie)."""
-        return max(self.phases.items(), key=lambda item: item[1].peak_bytes)[0]
+        return max(((k, v) for k, v in self.phases.items() if not k.startswith(OUTPUTS_KEPT)), key=lambda item: item[1].peak_bytes)[0]
 
     @property
     def peak(self) -> PeakSnapshot:
@@ -83,9 +88,11 @@ def simulate_step(
         raise ValueError(f"mode must be 'inference' or 'training', not {mode!r}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
-    tracker = StorageTracker(cpu_workspace if device == "cpu" else None)
+    kernels = cpu_kernels(optimizer) if device == "cpu" and mode == "training" else {}
+    tracker = StorageTracker(cpu_workspace if device == "cpu" else None, kernels)
     autocast = _autocast(autocast_dtype)
-    with _target_device(device):
+    rng = cpu_rng_states() if device == "cpu" else contextlib.nullcontext()  # on CUDA they are host memory
+    with _target_device(device), unpadded_masks(), rng:
         if mode == "training":
             return _training(model, workload, fake_mode, tracker, device, optimizer, autocast, full_first_step)
         return _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast)
@@ -105,19 +112,6 @@ def _target_device(device: Device) -> Iterator[None]:
             yield
     else:
         yield
-
-
-def make_optimizer(params: Sequence[torch.Tensor], name: str, device: Device) -> torch.optim.Optimizer:
-    """The optimizer a real run would build: CPU tensors default to the for-loop implementations,
-    CUDA tensors to the multi-tensor (``foreach``) ones. Learning rates do not change memory."""
-    foreach = device == "cuda"
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
-    if name == "adafactor":
-        return torch.optim.Adafactor(params, lr=1e-3, foreach=foreach)
-    raise ValueError(f"optimizer {name!r} is not simulated; use one of {', '.join(OPTIMIZERS)}")
 
 
 def _unique_tensors(tensors: Any) -> list[torch.Tensor]:
@@ -143,7 +137,11 @@ def _training(
     model.train()
     params = [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
     optimizer = make_optimizer(params, optimizer_name, device)
-    notes = (f"training: 2 steps of forward + loss + backward + {_NAMES[optimizer_name]}, peak of step 2 ({workload.description})",)
+    if hasattr(optimizer, "fill_qmap"):  # bitsandbytes: its quantization maps (2 x 1 KiB) as fakes, as the kernels need
+        optimizer.fill_qmap()
+        optimizer.name2qmap = {k: fake_mode.from_tensor(v) for k, v in optimizer.name2qmap.items()}
+    notes = (f"training: 2 steps of forward + loss + backward + optimizer step, peak of step 2 ({workload.description}); "
+             f"{sum(p.numel() for p in params):,} trainable parameters",)
     with fake_mode, tracker:
         _register_model(tracker, model)
         tracker.new_component = Component.INPUTS
@@ -160,13 +158,19 @@ def _training(
         optimizer.zero_grad(set_to_none=True)
         # Step 2, tracked from here.
         tracker.reset_peak()
-        _forward_backward(model, workload, inputs, tracker, params, autocast)
+        since = tracker.clock
+        outputs = _forward_backward(model, workload, inputs, tracker, params, autocast)
         phases = {"forward_backward": tracker.snapshot()}
         tracker.reset_peak()
+        between = tracker.clock
         tracker.new_component = Component.TEMPORARIES
         optimizer.step()
         tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
         phases["optimizer_step"] = tracker.snapshot()
+        end = tracker.clock + 1
+        # Each phase with the outputs kept to the end of the step, so that each stays linear in layers.
+        phases[OUTPUTS_KEPT + "forward_backward"] = tracker.snapshot_if_kept(outputs, since, between, end)
+        phases[OUTPUTS_KEPT + "optimizer_step"] = tracker.snapshot_if_kept(outputs, between, end, end)
         optimizer.zero_grad(set_to_none=True)
         del inputs
     return StepPeak(phases, notes)
@@ -175,14 +179,21 @@ def _training(
 def _forward_backward(
     model: nn.Module, workload: Workload, inputs: dict[str, torch.Tensor], tracker: StorageTracker,
     params: Sequence[torch.Tensor], autocast: Any,
-) -> None:
+) -> list[StorageRecord]:
+    """Forward, loss and backward; returns the records of what the model's forward returned."""
+    outputs: list[StorageRecord] = []
+    hook = model.register_forward_hook(lambda _m, _i, out: outputs.extend(tracker.records_of(_tensors_in(out))))
     tracker.new_component = Component.ACTIVATIONS
-    with autocast:
-        loss = workload.train_loss(model, inputs)
+    try:
+        with autocast:
+            loss = workload.train_loss(model, inputs)
+    finally:
+        hook.remove()
     tracker.new_component = Component.TEMPORARIES
     loss.backward()
     del loss
     tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
+    return outputs
 
 
 def _tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:

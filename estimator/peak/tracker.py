@@ -93,9 +93,10 @@ class PeakSnapshot:
 class StorageTracker(TorchDispatchMode):
     """Dispatch mode that tracks live storage bytes; see the module docstring."""
 
-    def __init__(self, workspace: WorkspaceModel | None = None) -> None:
+    def __init__(self, workspace: WorkspaceModel | None = None, kernels: dict[Any, Callable[..., Any]] | None = None) -> None:
         super().__init__()
         self._workspace = workspace
+        self._kernels = kernels or {}
         self._records: dict[int, StorageRecord] = {}  # live storages, keyed by StorageImpl address
         self._all: list[StorageRecord] = []
         self._refs: dict[int, weakref.ref[Any]] = {}
@@ -152,6 +153,10 @@ class StorageTracker(TorchDispatchMode):
 
     # -- dispatch -----------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kernel = self._kernels.get(func)
+        if kernel is not None:  # a device's kernel written in Python: its own ops are tracked
+            with self:
+                return kernel(*args, **(kwargs or {}))
         override = OVERRIDES.get(func)
         out = func(*args, **(kwargs or {})) if override is None else override(func, args, kwargs or {})
         scratch = None if self._workspace is None else self._workspace(func, args, out)
@@ -193,6 +198,54 @@ class StorageTracker(TorchDispatchMode):
                 self._peak_clock = self._clock
 
     # -- results ------------------------------------------------------------------------------
+    @property
+    def clock(self) -> int:
+        return self._clock
+
+    def records_of(self, tensors: Iterable[torch.Tensor]) -> list[StorageRecord]:
+        """The live records behind ``tensors`` (to ask later what if they had lived longer)."""
+        found = {}
+        for t in tensors:
+            try:
+                rec = self._records.get(t.untyped_storage()._cdata)
+            except (NotImplementedError, RuntimeError):
+                continue
+            if rec is not None:
+                found[id(rec)] = rec
+        return list(found.values())
+
+    def snapshot_if_kept(self, kept: Iterable[StorageRecord], since: int, until: int, kept_until: int) -> PeakSnapshot:
+        """The peak of the window ``[since, until]`` of the clock had the ``kept`` storages stayed
+        alive until ``kept_until`` (a loop that holds a reference longer), with its breakdown."""
+        extended = {id(rec) for rec in kept}
+
+        def freed(rec: StorageRecord) -> int | None:
+            if id(rec) in extended and rec.t_free is not None and rec.t_free < kept_until:
+                return kept_until
+            return rec.t_free
+
+        deltas: dict[int, int] = {}
+        live = 0
+        for rec in self._all:
+            end = freed(rec)
+            if rec.t_alloc <= since and (end is None or end > since):
+                live += rec.nbytes
+            elif since < rec.t_alloc <= until:
+                deltas[rec.t_alloc] = deltas.get(rec.t_alloc, 0) + rec.nbytes
+            if end is not None and since < end <= until and rec.t_alloc <= until:
+                deltas[end] = deltas.get(end, 0) - rec.nbytes
+        peak, peak_t = live, since
+        for t in sorted(deltas):
+            live += deltas[t]
+            if live > peak:
+                peak, peak_t = live, t
+        comps: dict[str, int] = {}
+        for rec in self._all:
+            end = freed(rec)
+            if rec.t_alloc <= peak_t and (end is None or end > peak_t):
+                comps[rec.component.value] = comps.get(rec.component.value, 0) + rec.nbytes
+        return PeakSnapshot(peak, {k: v for k, v in comps.items() if v})
+
     def reset_peak(self) -> None:
         """Start a new window: the peak so far becomes the bytes live now."""
         self.peak_bytes = self.live_bytes

@@ -188,3 +188,15 @@ def _blas_compatible(t: torch.Tensor) -> bool:
     if rows <= 1 or cols <= 1:
         return True
     return (s_cols == 1 and s_rows >= cols) or (s_rows == 1 and s_cols >= rows)
+
+
+def cpu_kernels(optimizer: str) -> dict[Any, Any]:
+    """Ops whose CPU kernel is written in Python with torch ops (run on the fakes, tracked like the
+    model's code, so their temporaries count): bitsandbytes' 8-bit optimizer update, which on CPU
+    dequantizes both moments to float32, updates them and quantizes them back."""
+    if optimizer != "adamw8bit":
+        return {}
+    import bitsandbytes  # noqa: F401  # registers the ops
+    from bitsandbytes.backends.cpu import ops as bnb_cpu
+
+    return {torch.ops.bitsandbytes.optimizer_update_8bit_blockwise.default: bnb_cpu._optimizer_update_8bit_blockwise_cpu}
