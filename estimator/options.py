@@ -247,6 +247,8 @@ class Options:
             shaped["max_new_tokens"] = shape.max_new_tokens
         if work.mode is Mode.TRAINING:
             shaped.update(optimizer=training.optimizer.value, pure_16bit=training.pure_16bit, gradient_checkpointing=training.gradient_checkpointing)
+            if training.lora_rank is not None:
+                shaped.update(lora_rank=training.lora_rank, lora_targets=list(training.lora_targets) if training.lora_targets else None)
         return shaped
 
 
@@ -309,30 +311,10 @@ def parse_options(
     return options
 
 
-def _joined(options: list[list[str | Option]]) -> list[str | Option]:
-    parts: list[str | Option] = []
-    for i, words in enumerate(options):
-        parts += ([", "] if i else []) + words
-    return parts
-
-
 def check_supported(options: Options) -> None:
     """Refuse, before any work, the options this version cannot answer (with what to use instead)."""
-    unavailable: list[list[str | Option]] = []
-    if options.work.training.lora_rank is not None:
-        unavailable.append([Option("lora_rank")])
     if options.hardware.gpu is not None:
-        unavailable.append([Option("gpu")])
-    if unavailable:
-        raise UnsupportedError([*_joined(unavailable), " is not available yet."])
-    if options.mode is Mode.TRAINING:
-        training = options.work.training
-        refused: list[list[str | Option]] = []
-        if training.optimizer is not Optimizer.ADAMW:
-            refused.append([Option("optimizer"), f" {training.optimizer.value}"])
-        if training.gradient_checkpointing:
-            refused.append([Option("gradient_checkpointing")])
-        if refused:
-            raise UnsupportedError(
-                [*_joined(refused), " is not simulated yet; training is simulated with full AdamW (", Option("optimizer"), " adamw)."]
-            )
+        raise UnsupportedError([Option("gpu"), " is not available yet."])
+    training = options.work.training
+    if training.lora_targets is not None and training.lora_rank is None:
+        raise BadOptionError([Option("lora_targets"), " needs ", Option("lora_rank"), " (the LoRA rank, e.g. 16)."])

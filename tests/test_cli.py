@@ -65,7 +65,7 @@ def test_table_csv_markdown(tmp_path: Path) -> None:
         (LLAMA, ("--dtypes", "float64"), 2, "--dtypes must be one of"),
         (LLAMA, ("--format", "yaml"), 2, "--format must be one of"),
         (LLAMA, ("--batch-size", "0"), 2, "--batch-size must be between"),
-        (LLAMA, ("--lora-rank", "8"), 2, "not available yet"),
+        (LLAMA, ("--gpu", "L4"), 2, "not available yet"),
     ],
     ids=["absurd-size", "bad-json", "wrong-type", "unknown-type", "remote-code", "bad-dtype", "bad-format", "bad-batch", "mode-later"],
 )

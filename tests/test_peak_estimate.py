@@ -49,7 +49,7 @@ def test_unsimulated_rows_say_why(tmp_path: Path) -> None:
     result = run("-m", "estimator", str(tmp_path), "--mode", "training", "--dtypes", "bfloat16", "int4", "--format", "json")
     assert result.returncode == 0, result.stderr
     bf16, int4 = json.loads(result.stdout)["rows"]
-    assert bf16["peak_bytes"] is None and any("mixed-precision" in n for n in bf16["notes"])
-    assert int4["peak_bytes"] is None and any("not simulated" in n for n in int4["notes"])
-    refused = run("-m", "estimator", str(tmp_path), "--mode", "training", "--optimizer", "sgd")
-    assert refused.returncode == 2 and "not simulated yet" in refused.stderr
+    assert bf16["peak_bytes"] and bf16["method"] == "simulated" and any("torch.autocast(bfloat16)" in n for n in bf16["notes"])
+    assert int4["peak_bytes"] is None and any("--lora-rank N simulates QLoRA" in n for n in int4["notes"])
+    sgd = run("-m", "estimator", str(tmp_path), "--mode", "training", "--optimizer", "sgd", "--dtypes", "float32", "--format", "json")
+    assert sgd.returncode == 0 and "torch.optim.SGD" in sgd.stdout

@@ -1,13 +1,17 @@
 """Inference and training rows: the load figures of each dtype plus the simulated peak.
 
 The peak comes from :func:`estimator.peak.simulate_peak`, which runs the model's own forward (and
-backward and AdamW step) on fake tensors. What this version simulates, row by row:
+backward and optimizer step) on fake tensors. What this version simulates, row by row:
 
 - inference: float32, float16 and bfloat16 rows (prefill with the KV cache, as ``generate`` runs it);
-- training: float32 rows, and 16-bit rows with ``--pure-16bit`` (weights, gradients and AdamW
-  states all in 16 bits). Mixed-precision 16-bit training, quantized rows (float8, int8, int4),
-  other optimizers, gradient checkpointing and LoRA are not simulated yet: their ``peak_bytes`` is
-  null with a note saying so, never a guess.
+- training (:func:`recipe_for` turns the options into the step that is run; QLoRA for int4 rows
+  with ``--lora-rank``):
+  float32 rows in float32; 16-bit rows in mixed precision by default (float32 master weights,
+  forward and loss under ``torch.autocast`` in the row's dtype) or entirely in 16 bits with
+  ``--pure-16bit``; with ``--lora-rank`` the frozen base stays in the row's dtype and only the
+  adapters train (float32 adapters, autocast, except with ``--pure-16bit``); every optimizer,
+  gradient checkpointing; int4 rows with ``--lora-rank`` as QLoRA. Other quantized rows (float8;
+  int8; int4 without LoRA or in inference) get a null ``peak_bytes`` with a note saying why.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -15,13 +19,20 @@ simulations are serialised with a lock (the app serves requests from several thr
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from estimator.errors import Option, UnsupportedError
+from torch import nn
+
+from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.options import Device, DType, Library, Mode
 from estimator.result import Row
+
+if TYPE_CHECKING:
+    from estimator.peak.training import Recipe
 
 if TYPE_CHECKING:
     from estimator.options import HardwareSpec, LoadSpec, WorkSpec
@@ -33,12 +44,72 @@ _SIMULATED_DTYPES = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
 
 def _why_not(dtype: DType, work: WorkSpec) -> str | None:
     """Why this row's peak is not simulated, or None when it is."""
-    if dtype not in _SIMULATED_DTYPES:
-        return f"{dtype.value}: peaks of quantized models are not simulated yet; peak_bytes is null"
-    if work.mode is Mode.TRAINING and dtype.is_16bit and not work.training.pure_16bit:
-        return (f"{dtype.value}: mixed-precision training (fp32 master weights, 16-bit autocast) is not simulated yet; "
-                "peak_bytes is null (--pure-16bit simulates a pure 16-bit step)")
-    return None
+    if dtype in _SIMULATED_DTYPES:
+        return None
+    if work.mode is Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
+        if work.training.lora_rank is None:
+            return (f"{dtype.value}: bitsandbytes-quantized weights are not trained directly (transformers refuses a "
+                    "purely quantized model); --lora-rank N simulates QLoRA; peak_bytes is null")
+        if dtype is DType.INT8:
+            return "int8: QLoRA on 8-bit weights is not simulated yet (int4 rows are); peak_bytes is null"
+        return None
+    return f"{dtype.value}: peaks of quantized models are not simulated yet; peak_bytes is null"
+
+
+def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tuple[DType, Recipe]:
+    """The dtype the model is built in for this row's training step, and how the step runs.
+
+    An int4 row with LoRA is QLoRA: built in the compute dtype (``compute``, the
+    ``bnb_compute_dtype``; bfloat16 when not given, QLoRA's usual setting), its Linear layers
+    swapped for bitsandbytes' 4-bit ones, trained under autocast in that dtype."""
+    from estimator.build import torch_dtype
+    from estimator.peak.training import Recipe
+
+    training = work.training
+    if dtype is DType.INT4:
+        compute = compute or DType.BFLOAT16
+        return compute, Recipe(
+            optimizer=training.optimizer.value,
+            autocast_dtype=None if training.pure_16bit or compute is DType.FLOAT32 else torch_dtype(compute),
+            gradient_checkpointing=True,
+            lora_rank=training.lora_rank,
+            lora_targets=training.lora_targets,
+            kbit=True,
+        )
+    lora = training.lora_rank is not None
+    mixed = dtype.is_16bit and not training.pure_16bit
+    # Full fine-tuning in mixed precision keeps float32 master weights; LoRA keeps the frozen base as loaded.
+    build = DType.FLOAT32 if mixed and not lora else dtype
+    recipe = Recipe(
+        optimizer=training.optimizer.value,
+        autocast_dtype=torch_dtype(dtype) if mixed else None,
+        gradient_checkpointing=training.gradient_checkpointing,
+        lora_rank=training.lora_rank,
+        lora_targets=training.lora_targets,
+        adapters_in_float32=not (dtype.is_16bit and training.pure_16bit),
+    )
+    return build, recipe
+
+
+@contextlib.contextmanager
+def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
+    from estimator.peak.training import LoraTargetsError
+
+    try:
+        yield
+    except LoraTargetsError as exc:
+        modules = sorted({name.rsplit(".", 1)[-1] for name in _linear_names(resolved)})[:12]
+        raise BadOptionError([
+            f"LoRA could not be applied to {resolved.name}: {str(exc).rstrip('.')}. Name the layers to adapt with ",
+            Option("lora_targets"), f" (module names separated by commas; this model's Linear layers: {', '.join(modules) or 'none'}).",
+        ], model_id=resolved.name, option="lora_targets") from None
+
+
+def _linear_names(resolved: Resolved) -> list[str]:
+    from estimator.load.rows import build
+
+    model = build(resolved, DType.FLOAT32)
+    return [name for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) or type(m).__name__ == "Conv1D"]
 
 
 def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec) -> tuple[Row, ...]:
@@ -61,8 +132,10 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
         if reason is not None:
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
-        model = build(resolved, dtype, trust_remote_code=load.trust_remote_code)
-        with _SIMULATION_LOCK:
+        training = work.mode is Mode.TRAINING
+        built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if training else (dtype, None)
+        model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
+        with _SIMULATION_LOCK, _lora_targets_worded(resolved):
             result = simulate_peak(
                 model,
                 mode="training" if work.mode is Mode.TRAINING else "inference",
@@ -71,6 +144,7 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
                 seq_len=work.shape.text_len,
                 image_size=work.shape.image_size,
                 max_new_tokens=work.shape.max_new_tokens,
+                recipe=recipe,
             )
         rows.append(replace(
             load_row,
