@@ -61,6 +61,8 @@ def _form(w: dict[str, Any]) -> list[gr.Button]:
             w["pure16"] = gr.Checkbox(False, label=LABELS["pure16"])
             w["checkpointing"] = gr.Checkbox(False, label=LABELS["checkpointing"])
             w["lora"] = gr.Number(0, label=LABELS["lora"], minimum=0, precision=0)
+            w["lora_targets"] = gr.Textbox("", label=LABELS["lora_targets"], placeholder="q_proj,v_proj", max_lines=1, scale=2,
+                                           elem_id="lora-targets")
         w["token"] = gr.Textbox(label=LABELS["token"], type="password", elem_id="token")
     return examples
 

@@ -136,7 +136,7 @@ def stop_stack(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def arguments(model: str, dtypes: list[str]) -> list[object]:
     """The ``/estimate`` endpoint's inputs, in the form's order (defaults for the Advanced fields)."""
-    return [model, "main", "auto", dtypes, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none", ""]
+    return [model, "main", "auto", dtypes, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", ""]
 
 
 class AppError(Exception):

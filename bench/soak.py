@@ -44,7 +44,7 @@ BAD = ("not a model id!!", "estimator-test/does-not-exist", "/etc", "../../root"
 
 def form(model: str, dtypes: list[str], *, mode: str = "load", batch: int = 1, seq: int = 0, token: str = "") -> list[object]:
     """The ``/estimate`` endpoint's inputs in the form's order (the share link's)."""
-    return [model, "main", "auto", dtypes, mode, batch, seq, 0, 0, "cpu" if mode != "load" else "cuda", "adamw", False, False, 0, "none", token]
+    return [model, "main", "auto", dtypes, mode, batch, seq, 0, 0, "cpu" if mode != "load" else "cuda", "adamw", False, False, 0, "", "none", token]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ FIELDS: tuple[str, ...] = (
     "pure16",
     "checkpointing",
     "lora",
+    "lora_targets",
     "gpu",
 )
 
@@ -40,6 +41,7 @@ LABELS: dict[str, str] = {
     "pure16": "Pure 16-bit (training)",
     "checkpointing": "Gradient checkpointing (training)",
     "lora": "LoRA rank (0 = full fine-tuning)",
+    "lora_targets": "LoRA targets (comma-separated module names; empty = peft's defaults)",
     "gpu": "Your GPU (listed first in 'fits on')",
     "token": "Hub token for gated or private models (optional; never stored)",
     "post_token": "Your Hub token (write-discussions)",
@@ -60,6 +62,7 @@ OPTIONS: dict[str, str] = {
     "pure_16bit": "pure16",
     "gradient_checkpointing": "checkpointing",
     "lora_rank": "lora",
+    "lora_targets": "lora_targets",
     "gpu": "gpu",
     "token": "token",
 }

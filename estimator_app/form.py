@@ -2,10 +2,11 @@
 
 The share-link parameters are part of the public contract (``CONTRACT.md``, "Share links"):
 ``model, revision, library, dtypes, mode, batch, seq, image, new_tokens, device, optimizer,
-pure16, checkpointing, lora, gpu``. :func:`to_query` spells out every one of them, so a link
-still means the same thing if a default changes; ``auto`` (seq, image) means "the model's own or
-the documented default", ``none`` (lora, gpu) means "not used". :func:`from_query` never raises:
-an unknown or malformed parameter is ignored and reported in the returned notices.
+pure16, checkpointing, lora, lora_targets, gpu``. :func:`to_query` spells out every one of them,
+so a link still means the same thing if a default changes; ``auto`` (seq, image) means "the
+model's own or the documented default", ``none`` (lora, gpu) means "not used", an empty
+``lora_targets`` means peft's default targets. :func:`from_query` never raises: an unknown or
+malformed parameter is ignored and reported in the returned notices.
 
 The page reads models from the Hub only (:func:`hub_reference`): a path, typed or in a link, is
 refused with one message that says nothing about the server's disk, which is never looked at.
@@ -41,12 +42,18 @@ HUB_ONLY = (
     "This page reads models from the Hub only: type a Hub model id (for example openai-community/gpt2) or a "
     "Hub URL. Local folders work with the command line and the Python API."
 )
+_TARGET = re.compile(r"[A-Za-z0-9_.\-]+")
+TARGETS_MAX = (20, 200)  # LoRA targets: at most this many module names, and characters in all
+TARGETS_EXPECTED = (
+    f"expected module names (letters, digits, _ . -) separated by commas, at most {TARGETS_MAX[0]} names and "
+    f"{TARGETS_MAX[1]} characters"
+)
 LIMITS = {"batch": (1, 1 << 20), "seq": (1, 1 << 24), "image": (1, 1 << 16), "new_tokens": (0, 1 << 24), "lora": (1, 1 << 16)}
 
 
 @dataclass(frozen=True)
 class FormState:
-    """Everything the form holds. ``None`` for seq/image means "auto", for lora/gpu "not used"."""
+    """Everything the form holds. ``None`` for seq/image means "auto", for lora/gpu "not used", for lora_targets peft's defaults."""
 
     model: str = ""
     revision: str = "main"
@@ -62,6 +69,7 @@ class FormState:
     pure16: bool = False
     checkpointing: bool = False
     lora: int | None = None
+    lora_targets: tuple[str, ...] | None = None
     gpu: str | None = None
 
     def estimate_kwargs(self) -> dict[str, Any]:
@@ -83,6 +91,8 @@ class FormState:
             "pure_16bit": self.pure16,
             "gradient_checkpointing": self.checkpointing,
             "lora_rank": self.lora,
+            # Passed even without a rank: the core then says the targets need one, in the page's words.
+            "lora_targets": ",".join(self.lora_targets) if self.lora_targets else None,
         }
 
 
@@ -131,6 +141,22 @@ def _flag(value: str) -> bool:
     if text in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("expected 1 or 0")
+
+
+def lora_targets(value: str | None) -> tuple[str, ...] | None:
+    """``"q_proj, v_proj"`` -> ``("q_proj", "v_proj")``; empty -> ``None`` (peft's defaults).
+
+    Names are separated by commas (spaces around them are dropped); repeats count once. Raises
+    ``ValueError`` (:data:`TARGETS_EXPECTED`) for any other character, or too many names or characters.
+    """
+    text = (value or "").strip()
+    if len(text) > TARGETS_MAX[1]:
+        raise ValueError(TARGETS_EXPECTED)
+    names = [part.strip() for part in text.split(",")]
+    names = [name for name in names if name]
+    if len(names) > TARGETS_MAX[0] or not all(_TARGET.fullmatch(name) for name in names):
+        raise ValueError(TARGETS_EXPECTED)
+    return tuple(dict.fromkeys(names)) or None
 
 
 def _optional_int(value: str, name: str, empty: str) -> int | None:
@@ -183,6 +209,8 @@ def _parse_one(name: str, value: str, state: FormState, notices: list[str]) -> F
         return replace(state, **changes)
     if name == "lora":
         return replace(state, lora=_optional_int(value, name, "none"))
+    if name == "lora_targets":
+        return replace(state, lora_targets=lora_targets(value))
     if name in ("pure16", "checkpointing"):
         changes = {name: _flag(value)}
         return replace(state, **changes)
@@ -247,6 +275,7 @@ def to_query(state: FormState) -> str:
         "pure16": "1" if state.pure16 else "0",
         "checkpointing": "1" if state.checkpointing else "0",
         "lora": "none" if state.lora is None else str(state.lora),
+        "lora_targets": ",".join(state.lora_targets or ()),
         "gpu": "none" if state.gpu is None else state.gpu,
     }
     return urlencode([(name, values[name]) for name in PARAMS], safe="/,:")
@@ -282,6 +311,17 @@ def from_form(*values: Any) -> FormState:
             lo = 0 if zero_is_none else lo
             raise ValueError(f"{short_label(name)} must be a whole number from {lo} to {hi:,}; got {value}.") from None
 
+    def targets(value: Any) -> tuple[str, ...] | None:
+        try:
+            return lora_targets(None if value is None else str(value))
+        except ValueError:
+            shown = str(value).strip()
+            shown = shown if len(shown) <= 40 else shown[:40] + "…"
+            raise ValueError(
+                f"{short_label('lora_targets')} must be module names (letters, digits, _ . -) separated by commas, at most "
+                f"{TARGETS_MAX[0]} names and {TARGETS_MAX[1]} characters; got {shown!r}."
+            ) from None
+
     model = (model or "").strip()
     if not model:
         raise ValueError("Type a model id (for example openai-community/gpt2) or a Hub URL, or click an example.")
@@ -307,6 +347,7 @@ def from_form(*values: Any) -> FormState:
         pure16=bool(got["pure16"]),
         checkpointing=bool(got["checkpointing"]),
         lora=whole(got["lora"], "lora", zero_is_none=True),
+        lora_targets=targets(got["lora_targets"]),
         gpu=None if not gpu or gpu == "none" else gpu,
     )
 
@@ -328,6 +369,7 @@ def to_fields(state: FormState) -> tuple[Any, ...]:
         "pure16": state.pure16,
         "checkpointing": state.checkpointing,
         "lora": state.lora or 0,
+        "lora_targets": ",".join(state.lora_targets or ()),
         "gpu": state.gpu or "none",
     }
     return tuple(values[name] for name in FIELDS)

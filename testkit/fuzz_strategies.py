@@ -100,7 +100,7 @@ def cli_argv(draw: st.DrawFn, model: st.SearchStrategy[str] | None = None) -> li
 def queries() -> st.SearchStrategy[list[tuple[str, str]]]:
     """Share-link query parameters: the contract's names with wild values, repeats, unknown names."""
     names = st.sampled_from(["model", "revision", "library", "dtypes", "mode", "batch", "seq", "image", "new_tokens",
-                             "device", "optimizer", "pure16", "checkpointing", "lora", "gpu", "__theme", "view", "x"])
+                             "device", "optimizer", "pure16", "checkpointing", "lora", "lora_targets", "gpu", "__theme", "view", "x"])
     values = st.one_of(
         st.text(max_size=30),
         st.sampled_from(["auto", "none", "0", "1", "-1", "1e9", "NaN", "inf", "float32,int4", "H100", "training", "true"]),

@@ -83,7 +83,7 @@ def main() -> None:
         import app  # noqa: F401  (the page's module sets the app's environment, as a Space runs it)
         from estimator_app import handlers, tables
 
-        defaults = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+        defaults = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
         out = handlers.run_form(GATED, *defaults, GOOD, progress=lambda *a, **k: None)
         csv_path, json_path, query = out[3], out[4], out[5]
         places["download csv"] = Path(csv_path).read_text()

@@ -24,6 +24,7 @@ FULL = FormState(
     pure16=True,
     checkpointing=True,
     lora=8,
+    lora_targets=("q_proj", "v_proj", "model.layers.0.mlp.down_proj"),
     gpu="A100 80GB",
 )
 
@@ -46,10 +47,12 @@ def test_link_spells_out_every_contract_parameter_in_order() -> None:
         "pure16",
         "checkpointing",
         "lora",
+        "lora_targets",
         "gpu",
     ]
     assert dict(parse_qsl(query))["dtypes"] == "float32,float16,int8,int4"
     assert "seq=auto" in query and "lora=none" in query and "gpu=none" in query and "pure16=0" in query
+    assert "&lora_targets=&" in query  # spelled out even when empty: peft's default targets
 
 
 @pytest.mark.parametrize("state", [FULL, FormState(model="gpt2"), FormState(model="https://huggingface.co/org/name/tree/v1.0")])
@@ -58,6 +61,37 @@ def test_round_trip(state: FormState) -> None:
     assert parsed.notices == []
     assert parsed.given
     assert parsed.state == state
+
+
+def test_lora_targets_round_trip_through_a_link_and_the_form() -> None:
+    state = FormState(model="mistralai/Mixtral-8x7B-v0.1", mode="training", lora=16, lora_targets=("q_proj", "k_proj", "w1"))
+    query = to_query(state)
+    assert "&lora=16&lora_targets=q_proj,k_proj,w1&" in query
+    parsed = from_query(parse_qsl(query, keep_blank_values=True))
+    assert parsed.notices == [] and parsed.state == state
+    assert from_form(*form.to_fields(parsed.state)) == state  # link -> widgets -> the same request
+    assert from_form(*form.to_fields(FULL)) == FULL
+    assert state.estimate_kwargs()["lora_targets"] == "q_proj,k_proj,w1"
+    assert FormState(model="gpt2").estimate_kwargs()["lora_targets"] is None  # empty: peft's defaults
+
+
+def test_a_link_s_lora_targets_are_normalized_and_a_link_without_them_means_peft_s_defaults() -> None:
+    parsed = from_query({"model": "gpt2", "lora": "8", "lora_targets": " q_proj , v_proj,,q_proj "})
+    assert parsed.notices == [] and parsed.state.lora_targets == ("q_proj", "v_proj")
+    assert from_query({"model": "gpt2", "lora_targets": ""}).state.lora_targets is None
+    assert from_query({"model": "gpt2", "lora": "8"}).state.lora_targets is None  # a link made before the field
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["q_proj;v_proj", "q_proj v_proj", "<script>", "a/b", "q_proj\nv_proj", ",".join(f"m{i}" for i in range(21)), "x" * 201, "ünï"],
+)
+def test_malformed_lora_targets_in_a_link_are_ignored_with_a_notice(value: str) -> None:
+    parsed = from_query([("model", "gpt2"), ("lora", "8"), ("lora_targets", value)])
+    assert parsed.state == FormState(model="gpt2", lora=8)
+    assert len(parsed.notices) == 1
+    assert parsed.notices[0].startswith("Ignored lora_targets=") and "module names" in parsed.notices[0]
+    assert len(parsed.notices[0]) < 250
 
 
 def test_share_link_replaces_any_query_of_the_base() -> None:
@@ -132,7 +166,7 @@ def test_overlong_values_are_cut_in_notices() -> None:
 
 
 def test_from_form_maps_widgets_and_zero_means_auto() -> None:
-    state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "none")
+    state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "", "none")
     assert state == FormState(model="gpt2", dtypes=("int4", "float32"), mode="inference", batch=2, new_tokens=5)
     assert state.estimate_kwargs()["revision"] is None
     assert "trust_remote_code" not in state.estimate_kwargs()
@@ -148,12 +182,24 @@ def test_from_form_maps_widgets_and_zero_means_auto() -> None:
 )
 def test_from_form_refuses_with_a_friendly_message(values: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+        from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
 
 
 def test_from_form_names_the_field_of_a_bad_number() -> None:
     with pytest.raises(ValueError, match="Batch size"):
-        from_form("gpt2", "main", "auto", ["float32"], "load", 1.5, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+        from_form("gpt2", "main", "auto", ["float32"], "load", 1.5, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
+
+
+def test_from_form_reads_lora_targets_and_names_the_field_of_bad_ones() -> None:
+    def with_targets(targets: object) -> FormState:
+        return from_form("gpt2", "main", "auto", ["float32"], "training", 1, 0, 0, 0, "cuda", "adamw", False, False, 8, targets, "none")
+
+    assert with_targets(" q_proj, v_proj ").lora_targets == ("q_proj", "v_proj")
+    assert with_targets("").lora_targets is None and with_targets(None).lora_targets is None
+    for bad in ("q_proj; v_proj", ",".join(f"m{i}" for i in range(21)), "y" * 201):
+        with pytest.raises(ValueError, match=r"^LoRA targets must be module names .* at most 20 names and 200 characters; got ") as caught:
+            with_targets(bad)
+        assert len(str(caught.value)) < 250
 
 
 def test_estimate_kwargs_are_accepted_by_the_core() -> None:

@@ -15,7 +15,7 @@ import estimator_app.handlers as app  # the page's handlers; importing them sets
 from testkit.hub_process import REPO_ROOT
 
 GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
 
 
 class FakeRequest:
@@ -39,9 +39,16 @@ def test_app_never_sends_an_implicit_token() -> None:
 def test_load_link_fills_the_form_and_asks_to_run() -> None:
     out = app.load_link(FakeRequest({"model": "gpt2", "dtypes": "int4,float16", "batch": "3", "gpu": "T4", "seq": "auto"}))
     *fields, notice, autorun = out
-    assert fields == ["gpt2", "main", "auto", ["int4", "float16"], "load", 3, 0, 0, 0, "cuda", "adamw", False, False, 0, "T4"]
+    assert fields == ["gpt2", "main", "auto", ["int4", "float16"], "load", 3, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "T4"]
     assert autorun is True
     assert notice.visible is False
+
+
+def test_load_link_fills_the_lora_targets_field() -> None:
+    *fields, notice, autorun = app.load_link(FakeRequest({"model": "gpt2", "mode": "training", "lora": "8", "lora_targets": "c_attn, c_proj"}))
+    assert fields[13:15] == [8, "c_attn,c_proj"] and autorun is True and notice.visible is False
+    *fields, notice, _ = app.load_link(FakeRequest({"model": "gpt2", "lora": "8", "lora_targets": "c_attn;c_proj"}))
+    assert fields[14] == "" and notice.visible is True and "lora_targets='c_attn;c_proj'" in notice.value
 
 
 def test_load_link_without_a_model_does_not_run_and_shows_notices() -> None:
@@ -60,11 +67,14 @@ def test_empty_model_is_a_friendly_error() -> None:
         app.run_form("  ", *DEFAULTS, "", progress=no_progress)
 
 
-def test_unsupported_option_shows_the_core_s_message() -> None:
+def test_an_option_the_core_refuses_shows_the_core_s_message() -> None:
     args = list(DEFAULTS)
     args[3] = "training"
-    args[9] = "sgd"
-    with pytest.raises(gr.Error, match="not simulated yet"):  # refused before any Hub call
+    args[13] = "q_proj"  # LoRA targets without a LoRA rank: the core refuses them before any Hub call
+    with pytest.raises(gr.Error, match="needs “LoRA rank”"):
+        app.run_form("openai-community/gpt2", *args, "", progress=no_progress)
+    args[12] = 1 << 17  # a LoRA rank beyond the bound the form shares with the core: the form's own message
+    with pytest.raises(gr.Error, match="LoRA rank must be a whole number from 0 to 65,536"):
         app.run_form("openai-community/gpt2", *args, "", progress=no_progress)
 
 

@@ -20,7 +20,7 @@ from estimator.source import reference
 from estimator.source.reference import HUB_ONLY, ModelRef, parse_hub_reference, parse_reference
 from estimator_app import answers, form
 
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
 
 
 class FakeRequest:

@@ -13,7 +13,15 @@ import gradio as gr
 import pytest
 
 import estimator_app.handlers as handlers
-from estimator.errors import GatedModelError, HubError, ModelNotFoundError, Option, RemoteCodeRequiredError, UnsupportedError
+from estimator.errors import (
+    BadOptionError,
+    GatedModelError,
+    HubError,
+    ModelNotFoundError,
+    Option,
+    RemoteCodeRequiredError,
+    UnsupportedError,
+)
 from estimator.messages import user_message
 from estimator.result import Estimate
 from estimator_app import answers, fields, posting
@@ -22,7 +30,7 @@ from estimator_app.wording import PAGE, for_form, page_option
 from testkit.hub_process import REPO_ROOT
 
 GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "none")
+DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
 
 
 def no_progress(*args: Any, **kwargs: Any) -> None:
@@ -65,10 +73,10 @@ def test_an_internal_error_asks_for_a_report_with_the_share_link_never_debug() -
 
 def test_the_page_shows_the_core_s_errors_in_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
     args = list(DEFAULTS)
-    args[3], args[9] = "training", "sgd"
-    with pytest.raises(gr.Error, match="not simulated yet") as caught:
+    args[3], args[13] = "training", "q_proj,v_proj"  # LoRA targets, the LoRA rank left at 0
+    with pytest.raises(gr.Error) as caught:  # the core refuses them before any Hub call
         handlers.run_form("openai-community/gpt2", *args, "", progress=no_progress)
-    assert "“Optimizer” sgd" in caught.value.message and "--" not in caught.value.message
+    assert caught.value.message == "“LoRA targets” needs “LoRA rank” (the LoRA rank, e.g. 16)."
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug")
@@ -78,6 +86,36 @@ def test_the_page_shows_the_core_s_errors_in_its_own_words(monkeypatch: pytest.M
         handlers.run_form("openai-community/gpt2", *DEFAULTS, "", progress=no_progress)
     assert "Internal error (RuntimeError)" in caught.value.message and "share link" in caught.value.message
     assert "model=" in caught.value.message and "--debug" not in caught.value.message
+
+
+def test_the_page_passes_lora_targets_to_the_core_and_words_its_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[dict[str, Any]] = []
+
+    def refusing(ref: Any, **kwargs: Any) -> Any:  # as the core refuses a model peft has no default targets for
+        asked.append(kwargs)
+        raise BadOptionError(["LoRA could not be applied to a/b: no targets. Name the layers to adapt with ", Option("lora_targets"),
+                              " (module names separated by commas; this model's Linear layers: w1, w2)."], option="lora_targets")
+
+    monkeypatch.setattr(answers, "estimate", refusing)
+    args = list(DEFAULTS)
+    args[3], args[12], args[13] = "training", 16, " q_proj, v_proj "
+    with pytest.raises(gr.Error) as caught:
+        handlers.run_form("mistralai/Mixtral-8x7B-v0.1", *args, "", progress=no_progress)
+    assert asked[-1]["lora_rank"] == 16 and asked[-1]["lora_targets"] == "q_proj,v_proj"
+    assert "Name the layers to adapt with “LoRA targets” (module names" in caught.value.message
+    assert "command-line" not in caught.value.message and "--" not in caught.value.message
+    args[13] = ""
+    with pytest.raises(gr.Error):
+        handlers.run_form("mistralai/Mixtral-8x7B-v0.1", *args, "", progress=no_progress)
+    assert asked[-1]["lora_targets"] is None  # empty: peft's default targets
+
+
+def test_bad_lora_targets_are_refused_by_the_form() -> None:
+    args = list(DEFAULTS)
+    args[12], args[13] = 8, "q_proj; rm -rf"
+    with pytest.raises(gr.Error, match="LoRA targets must be module names") as caught:
+        handlers.run_form("openai-community/gpt2", *args, "", progress=no_progress)
+    assert caught.value.title == "Check the form"
 
 
 def test_posting_errors_reach_the_page_in_its_words(monkeypatch: pytest.MonkeyPatch) -> None:
