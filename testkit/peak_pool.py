@@ -28,6 +28,9 @@ PRELOAD = [
     "estimator.peak",
     "testkit.peak_cases",
     "testkit.peak_truth",
+    "testkit.training_truth",
+    "peft",
+    "bitsandbytes",
 ]
 
 
@@ -51,16 +54,35 @@ def _simulate(case: str, mode: str, device: str = "cpu") -> dict[str, Any]:
 def _run(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
     kind, case, mode = job
     try:
-        value: Any = _truth(case, mode) if kind == "truth" else _simulate(case, mode)
+        value: Any
+        if kind == "truth":
+            value = _truth(case, mode)
+        elif kind == "sim":
+            value = _simulate(case, mode)
+        elif kind == "recipe_truth":
+            from testkit.training_truth import measure
+
+            value = measure(case, mode)["peak_bytes"]
+        else:
+            from testkit.training_truth import simulate
+
+            value = simulate(case, mode)
     except Exception as exc:  # noqa: BLE001 - reported by the test that needs it
         value = exc.__class__.__name__ + ": " + str(exc)
     return job, value
 
 
-def run_all(cases: list[str], modes: list[str], processes: int = 2) -> dict[tuple[str, str, str], Any]:
-    """``{("truth" | "sim", case, mode): peak bytes | simulation dict | error string}``."""
+def run_all(cases: list[str], modes: list[str], processes: int = 2, kinds: tuple[str, str] = ("truth", "sim"),
+            ) -> dict[tuple[str, str, str], Any]:
+    """``{(kind, case, mode): peak bytes | simulation dict | error string}``; ``kinds`` are
+    ``("truth", "sim")`` (modes: training, inference) or ``("recipe_truth", "recipe_sim")`` (modes:
+    the training recipes of :mod:`testkit.training_truth`)."""
+    return run_jobs([(kind, c, m) for c in cases for m in modes for kind in kinds], processes)
+
+
+def run_jobs(jobs: list[tuple[str, str, str]], processes: int = 2) -> dict[tuple[str, str, str], Any]:
+    """Run ``(kind, case, mode or recipe)`` jobs, one fresh forked process each (see :func:`run_all`)."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
-    jobs = [(kind, c, m) for c in cases for m in modes for kind in ("truth", "sim")]
     with ctx.Pool(processes, maxtasksperchild=1) as pool:
         return dict(pool.imap_unordered(_run, jobs))
