@@ -16,7 +16,7 @@ modelled as CUDA's fused kernels (:mod:`estimator.peak.cuda_sdpa`).
   cache ``kv_cache``, and with ``max_new_tokens`` a causal LM's last decode step is a second phase.
 - ``mode="training"``: two steps of ``train_loss`` (forward and loss; the output is dropped once
   the loss exists), backward, ``optimizer.step()`` and ``zero_grad(set_to_none=True)``, with the
-  forward under CPU autocast when ``autocast_dtype`` is given (mixed precision). The peak is taken
+  forward under autocast when ``autocast_dtype`` is given (mixed precision; the device's op policy). The peak is taken
   over step 2, when the optimizer states exist, in two phases (forward + backward, optimizer
   step). Step 1 only leaves the optimizer states behind, so by default it is run as zero
   gradients + ``optimizer.step()``; ``full_first_step=True`` runs it in full, for modules that
@@ -26,6 +26,7 @@ modelled as CUDA's fused kernels (:mod:`estimator.peak.cuda_sdpa`).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -90,7 +91,7 @@ def simulate_step(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     kernels = cpu_kernels(optimizer) if device == "cpu" and mode == "training" else {}
     tracker = StorageTracker(cpu_workspace if device == "cpu" else None, kernels)
-    autocast = _autocast(autocast_dtype)
+    autocast = functools.partial(_autocast, autocast_dtype, device)
     rng = cpu_rng_states() if device == "cpu" else contextlib.nullcontext()  # on CUDA they are host memory
     with _target_device(device), unpadded_masks(), rng:
         if mode == "training":
@@ -98,17 +99,25 @@ def simulate_step(
         return _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast)
 
 
-def _autocast(dtype: torch.dtype | None) -> Any:
-    """CPU autocast (the fakes are CPU tensors, whatever the target device), or nothing."""
-    return torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+def _autocast(dtype: torch.dtype | None, device: Device) -> Any:
+    """Autocast in ``dtype`` with the target device's op policy, or nothing. The fakes are CPU
+    tensors: on ``cuda`` CPU autocast runs with CUDA's policy (:mod:`estimator.peak.cuda_autocast`)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    if device == "cuda":
+        from estimator.peak.cuda_autocast import cuda_autocast_policy
+
+        return cuda_autocast_policy(dtype)
+    return torch.autocast("cpu", dtype=dtype)
 
 
 @contextlib.contextmanager
 def _target_device(device: Device) -> Iterator[None]:
     if device == "cuda":
+        from estimator.peak.cuda_dropout import cuda_dropout
         from estimator.peak.cuda_sdpa import cuda_sdpa
 
-        with cuda_sdpa():
+        with cuda_sdpa(), cuda_dropout():
             yield
     else:
         yield
@@ -185,7 +194,7 @@ def _forward_backward(
     hook = model.register_forward_hook(lambda _m, _i, out: outputs.extend(tracker.records_of(_tensors_in(out))))
     tracker.new_component = Component.ACTIVATIONS
     try:
-        with autocast:
+        with autocast():
             loss = workload.train_loss(model, inputs)
     finally:
         hook.remove()
@@ -225,7 +234,7 @@ def _inference(
             tracker.new_component = Component.INPUTS
             inputs = workload.make_inputs()
             tracker.new_component = Component.ACTIVATIONS
-            with autocast:
+            with autocast():
                 out = workload.infer(model, inputs)
             tracker.relabel(_tensors_in(getattr(out, "past_key_values", None)), Component.KV_CACHE)
             phases = {"prefill" if generative else "forward": tracker.snapshot()}
