@@ -1,6 +1,9 @@
-"""Benchmark: build + simulated training step of Llama-3.1-8B (fp32) at batch 1 x 4096 tokens.
+"""Benchmark: build + simulated training step of Llama-3.1-8B at batch 1 x 4096 tokens.
 
-Run from the repository root: ``python -m bench.peak_speed [--device cuda|cpu] [--repeat N] [--no-extrapolate]``.
+Run from the repository root: ``python -m bench.peak_speed [--device cuda|cpu] [--repeat N] [--no-extrapolate]
+[--dtype bfloat16] [--lora-rank 16] [--gradient-checkpointing] [--optimizer adamw] [--pure-16bit]``
+(default: float32, full AdamW; the training options are turned into the step exactly as the CLI's
+rows do it, ``estimator.peak.rows.recipe_for``).
 The first round warms the process up (imports, PyTorch's meta kernels, FakeTensorMode caches);
 the figure that matters is a warm round: the model built on meta from its config, then
 ``simulate_peak`` (two training steps, peak of the second).
@@ -19,12 +22,12 @@ import torch
 CONFIG = Path(__file__).resolve().parents[1] / "tests/hub_data/models/meta-llama/Llama-3.1-8B/config.json"
 
 
-def build(config_path: Path) -> torch.nn.Module:
+def build(config_path: Path, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     import transformers
 
     config = transformers.AutoConfig.for_model(**json.loads(config_path.read_text()))
     with torch.device("meta"):
-        return transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        return transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
 
 
 def main() -> None:
@@ -37,13 +40,27 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-extrapolate", action="store_true", help="simulate all layers")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "int4"])
+    ap.add_argument("--optimizer", default="adamw")
+    ap.add_argument("--lora-rank", type=int, default=None)
+    ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--pure-16bit", action="store_true")
     args = ap.parse_args()
+    from estimator.build import torch_dtype
+    from estimator.options import DType, Mode, Optimizer, TrainingSpec, WorkSpec
+    from estimator.peak.rows import recipe_for
+
+    work = WorkSpec(mode=Mode.TRAINING, training=TrainingSpec(
+        optimizer=Optimizer.parse(args.optimizer, option="optimizer"), pure_16bit=args.pure_16bit,
+        gradient_checkpointing=args.gradient_checkpointing, lora_rank=args.lora_rank))
+    built_in, recipe = recipe_for(DType.parse(args.dtype, option="dtype"), work)
+    print(f"{args.dtype} row: model built in {built_in.value}; {recipe.describe()}")
     for i in range(args.repeat):
         t0 = time.perf_counter()
-        model = build(args.config)
+        model = build(args.config, torch_dtype(built_in))
         t1 = time.perf_counter()
         r = simulate_peak(model, mode=args.mode, device=args.device, batch_size=1, seq_len=args.seq_len,
-                          extrapolate_layers=not args.no_extrapolate)
+                          extrapolate_layers=not args.no_extrapolate, recipe=recipe if args.mode == "training" else None)
         t2 = time.perf_counter()
         del model
         gib = {k: round(v / 2**30, 2) for k, v in r.components.items()}

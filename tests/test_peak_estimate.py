@@ -53,3 +53,38 @@ def test_unsimulated_rows_say_why(tmp_path: Path) -> None:
     assert int4["peak_bytes"] is None and any("--lora-rank N simulates QLoRA" in n for n in int4["notes"])
     sgd = run("-m", "estimator", str(tmp_path), "--mode", "training", "--optimizer", "sgd", "--dtypes", "float32", "--format", "json")
     assert sgd.returncode == 0 and "torch.optim.SGD" in sgd.stdout
+
+
+@pytest.mark.parametrize(
+    ("recipe", "options"),
+    [("mixed_bf16", ["--dtypes", "bfloat16"]), ("qlora8", ["--dtypes", "int4", "--lora-rank", "8"])],
+    ids=["mixed-bfloat16", "qlora-int4"],
+)
+def test_cli_training_options_within_2_percent_of_the_allocator(recipe: str, options: list[str], tmp_path: Path) -> None:
+    # The CLI's rows turn the options into the step (mixed precision for a bfloat16 row; QLoRA for an
+    # int4 row with a LoRA rank); testkit.training_truth runs the same step as a user's script, for real.
+    (tmp_path / "config.json").write_text(json.dumps(CASES["llama_gqa"][0]))
+    ours = run("-m", "estimator", str(tmp_path), "--mode", "training", "--device", "cpu", "--batch-size", "2",
+               "--seq-len", "128", "--format", "json", *options)
+    assert ours.returncode == 0, ours.stderr
+    row = json.loads(ours.stdout)["rows"][0]
+    truth = run("-m", "testkit.training_truth", "llama_gqa", recipe)
+    assert truth.returncode == 0, truth.stderr
+    measured = json.loads(truth.stdout.strip().splitlines()[-1])["peak_bytes"]
+    assert row["method"] == "simulated" and sum(row["components"].values()) == row["peak_bytes"]
+    assert abs(row["peak_bytes"] - measured) / measured < 0.02, (row["peak_bytes"], measured)
+    assert any("trainable parameters" in n for n in row["notes"]) and any("hand-written loop" in n for n in row["notes"])
+
+
+def test_lora_without_default_targets_asks_for_them(tmp_path: Path) -> None:
+    vit = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 64, "patch_size": 8}
+    (tmp_path / "config.json").write_text(json.dumps(vit))
+    refused = run("-m", "estimator", str(tmp_path), "--mode", "training", "--dtypes", "float32", "--lora-rank", "8")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    line = refused.stderr.strip()
+    assert "--lora-targets" in line and "q_proj" in line and "fc1" in line, line
+    named = run("-m", "estimator", str(tmp_path), "--mode", "training", "--dtypes", "float32", "--lora-rank", "8",
+                "--lora-targets", "q_proj,v_proj", "--format", "json")
+    assert named.returncode == 0, named.stderr
+    assert any("LoRA r=8 on q_proj, v_proj" in n for n in json.loads(named.stdout)["rows"][0]["notes"])

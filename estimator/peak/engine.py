@@ -113,6 +113,7 @@ def simulate_peak(
     by default a full float32-style step with AdamW in the model's dtype.
     """
     recipe = recipe or Recipe()
+    counted = (_trainable_note(model, recipe),) if mode == "training" else ()
     if mode not in ("inference", "training"):
         raise ValueError(f"mode must be 'inference' or 'training', not {mode!r}")
     if device not in ("cpu", "cuda"):
@@ -130,9 +131,10 @@ def simulate_peak(
         if found is not None:
             phases, notes = found
             note = f"{n_layers} alike layers: simulated with {SAMPLE_LAYERS} layers, extrapolated (exactly linear)"
-            return _result(phases, (*notes, note))
+            return _result(phases, (*notes, *counted, note))
     try:
-        return _result(*_run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe))
+        phases, notes = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe)
+        return _result(phases, (*notes, *counted))
     except LoraTargetsError:
         raise
     except Exception as exc:  # the model's code could not run on fake tensors
@@ -144,6 +146,18 @@ def simulate_peak(
             + ", activations and temporaries not counted"
         )
         return PeakResult(sum(comps.values()), comps, "formula", (note,))
+
+
+def _trainable_note(model: nn.Module, recipe: Recipe) -> str:
+    """How many parameters the step trains, counted on the whole model (LoRA: peft's adapters on a copy)."""
+    import copy
+
+    if recipe.lora_rank is None:
+        count = sum({id(p): p.numel() for p in model.parameters() if p.requires_grad}.values())
+    else:
+        adapted = prepare(copy.deepcopy(model), Recipe(lora_rank=recipe.lora_rank, lora_targets=recipe.lora_targets))
+        count = sum({id(p): p.numel() for p in adapted.parameters() if p.requires_grad}.values())
+    return f"{count:,} trainable parameters"
 
 
 def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:

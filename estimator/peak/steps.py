@@ -149,8 +149,7 @@ def _training(
     if hasattr(optimizer, "fill_qmap"):  # bitsandbytes: its quantization maps (2 x 1 KiB) as fakes, as the kernels need
         optimizer.fill_qmap()
         optimizer.name2qmap = {k: fake_mode.from_tensor(v) for k, v in optimizer.name2qmap.items()}
-    notes = (f"training: 2 steps of forward + loss + backward + optimizer step, peak of step 2 ({workload.description}); "
-             f"{sum(p.numel() for p in params):,} trainable parameters",)
+    notes = (f"training: 2 steps of forward + loss + backward + optimizer step, peak of step 2 ({workload.description})",)
     with fake_mode, tracker:
         _register_model(tracker, model)
         tracker.new_component = Component.INPUTS
