@@ -104,9 +104,6 @@ CASES: dict[str, PeakCase] = {
                  _timm("resnet18", num_classes=10), batch_size=4, image_size=64),
         PeakCase("timm_convnext", "timm ConvNeXt (drop-path), depthwise conv, layer norm",
                  _timm("convnext_atto", num_classes=10, drop_path_rate=0.1), batch_size=4,
-                 image_size=64,
-                 known_gaps={"training": "CPU depthwise-conv backward on channels-last-strided input "
-                             "allocates two im2col-sized buffers inside the kernel (16 MB here), "
-                             "not modelled: simulated -17%"}),
+                 image_size=64),
     ]
 }

@@ -186,9 +186,6 @@ def not_applicable(case_name: str, recipe_name: str) -> str | None:
 # (case, recipe) -> a documented kernel effect the simulation does not model on some x86-64 CPUs (a test
 # fails only beyond 2%, and then as an expected failure naming the effect).
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    **{("timm_convnext", r): "oneDNN's depthwise-convolution backward on channels-last input allocates im2col-sized "
-       "scratch inside the kernel on AVX-512 (docs/peak.md); not modelled"
-       for r in ("mixed_bf16", "pure_bf16", "sgd", "adafactor", "adamw8bit", "checkpointing")},
     **{("vit", r): "bfloat16 convolutions and matrix products allocate float32 accumulators modelled for oneDNN's "
        "AVX-512 kernels without avx512_bf16/AMX (estimator/peak/workspace.py); other CPUs run other kernels, not modelled"
        for r in ("mixed_bf16", "pure_bf16")},

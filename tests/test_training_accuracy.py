@@ -23,8 +23,8 @@ TOLERANCE = 0.02
 # recipe -> the architectures it is checked on in CI (the bench runs every one).
 GRID: dict[str, tuple[str, ...]] = {
     "mixed_bf16": ("llama_gqa", "mixtral_moe", "bert_mlm", "vit"),
-    "pure_bf16": ("llama_tied", "t5", "timm_resnet18"),
-    "sgd": ("gemma_mqa", "bart", "vit"),
+    "pure_bf16": ("llama_tied", "t5", "timm_resnet18", "vit"),
+    "sgd": ("gemma_mqa", "bart", "vit", "timm_convnext"),
     "checkpointing": ("mistral_swa", "gpt2", "roberta_cls", "timm_resnet18"),
     "lora8": ("qwen2_swa", "t5", "timm_convnext"),
     "adafactor": ("llama_gqa", "vit"),

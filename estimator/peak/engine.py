@@ -218,14 +218,4 @@ def _uncounted(model: nn.Module, mode: Mode, device: Device) -> tuple[str, ...]:
     """Notes on memory the simulation does not count (see docs/peak.md)."""
     if device == "cuda":
         return ("not in peak_bytes: allocator rounding, CUDA context, cuBLAS/cuDNN workspaces",)
-    depthwise = any(isinstance(m, nn.modules.conv._ConvNd) and m.groups > 1 for m in model.modules())
-    if depthwise and mode == "training":
-        from estimator.peak.workspace import block_size
-
-        if block_size() == 16:  # AVX-512 kernels: measured, not modelled
-            return ("not counted: oneDNN scratch inside depthwise convolution backward on channels-last input "
-                    "(AVX-512 kernels; measured 11.95 MiB, 17.1% of the peak, for timm's convnext_atto at batch 4 x 64 px; "
-                    "see docs/peak.md)",)
-        return ("not counted: small oneDNN scratch inside depthwise convolution backward "
-                "(AVX2 kernels; measured 0.39 MiB, 0.67% of the peak, for timm's convnext_atto at batch 4 x 64 px)",)
     return ()
