@@ -358,14 +358,17 @@ def _small_input_reduction(x: torch.Tensor, w: torch.Tensor, groups: int) -> int
 
 
 def _uses_onednn(x: Any, transposed: Any) -> bool:
-    return (
-        isinstance(x, torch.Tensor)
-        and x.is_floating_point()
-        and x.dim() in (4, 5)
-        and not transposed
-        and x.device.type == "cpu"
-        and torch.backends.mkldnn.is_available()
-    )
+    """PyTorch runs this convolution in oneDNN (``use_mkldnn`` in ATen's Convolution.cpp): a float32
+    input, or a 16-bit one where oneDNN has kernels for it on this CPU (bfloat16 needs AVX-512;
+    below it, and for float16 without AVX512-FP16/AMX, PyTorch's own kernels run: not modelled)."""
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() in (4, 5) and not transposed
+            and x.device.type == "cpu" and torch.backends.mkldnn.is_available()):
+        return False
+    if x.dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if x.dtype == torch.float16:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return True
 
 
 def _channels_last(x: torch.Tensor, w: torch.Tensor) -> bool:
