@@ -252,6 +252,12 @@ def formulas(case_name: str, recipe_name: str) -> dict[str, int | str | None]:
     with torch.device("meta"):
         fp32_model = build(case_name, torch.float32)
     out["accelerate"] = accelerate_training(_weights(fp32_model), row_dtype(recipe))
+    if recipe_name == "qlora8":
+        # accelerate's int4 row: a fp32 size / 8, "training" 4 x that; the other two formulas have no
+        # QLoRA term implemented here ("—").
+        out["accelerate"] = 4 * (_weights(fp32_model) // 8)
+        out["tm"] = out["gpu_poor"] = None
+        return out
     shape = _shape(case_name, fp32_model)
     if shape is None:
         out["tm"] = out["gpu_poor"] = None
@@ -294,6 +300,10 @@ FORMULAS = (("accelerate", "accelerate"), ("tm", "Transformer Math"), ("gpu_poor
 
 
 def _recipe_note(recipe_name: str) -> str:
+    if recipe_name == "qlora8":
+        return ("QLoRA: int4 nf4 base (transformers' BitsAndBytesConfig), LoRA r=8 on peft's defaults, "
+                "prepare_model_for_kbit_training, bfloat16 autocast. accelerate: 4 x its int4 size (fp32 / 8). "
+                "Transformer Math and gpu_poor: no QLoRA term implemented here.")
     recipe = RECIPES[recipe_name]
     model, grad, opt = transformer_math_bytes_per_param(recipe)
     trainable = "the adapters'" if recipe.lora_rank is not None else "all"
