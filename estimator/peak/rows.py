@@ -51,7 +51,9 @@ def _why_not(dtype: DType, work: WorkSpec) -> str | None:
             return (f"{dtype.value}: bitsandbytes-quantized weights are not trained directly (transformers refuses a "
                     "purely quantized model); --lora-rank N simulates QLoRA; peak_bytes is null")
         if dtype is DType.INT8:
-            return "int8: QLoRA on 8-bit weights is not simulated yet (int4 rows are); peak_bytes is null"
+            return ("int8: QLoRA on 8-bit weights is not simulated (int4 rows are): LLM.int8()'s matmul splits off the "
+                    "outlier columns it finds in each batch (threshold 6.0), so its temporaries depend on the data, which "
+                    "fake tensors do not have; peak_bytes is null")
         return None
     return f"{dtype.value}: peaks of quantized models are not simulated yet; peak_bytes is null"
 
