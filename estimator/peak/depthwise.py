@@ -82,7 +82,7 @@ def depthwise_backward_scratch(args: Sequence[Any], outputs: Any = None) -> int:
     kh, kw = w.shape[2], w.shape[3]
     if kh * kw == 1 or _jit_dw_weights(x, kh, kw, list(stride), list(padding), list(dilation), grad_out):
         return 0
-    from estimator.peak.workspace import block_size  # here: workspace.py imports this module
+    from estimator.peak.cpu_isa import block_size
 
     block = block_size()
     ocg = oc // groups

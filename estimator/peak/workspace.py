@@ -86,6 +86,7 @@ from typing import Any
 
 import torch
 
+from estimator.peak.cpu_isa import block_size
 from estimator.peak.depthwise import depthwise_backward_scratch
 from estimator.peak.tracker import KernelScratch
 
@@ -100,12 +101,6 @@ _MATMUL_OPERANDS = {
     torch.ops.aten.baddbmm.default: (1, 2),
 }
 _REORDER_CHANNELS = 16  # inputs with fewer channels are read by oneDNN as they are
-
-
-@functools.cache
-def block_size() -> int:
-    """oneDNN's channel block on this CPU: 16 with AVX-512, 8 with AVX2 or less."""
-    return 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
 
 
 def cpu_workspace(func: Any, args: tuple[Any, ...], out: Any) -> KernelScratch | None:
