@@ -128,7 +128,7 @@ def simulate_module(
     """One step of ``model`` (built on meta, consumed) on inputs of ``sizes``, by the one engine
     (:func:`~estimator.peak.engine.simulate_step`); returns the peak and its components."""
     if optimizer.value not in OPTIMIZERS:
-        raise UnsupportedError(f"optimizer {optimizer.value} is not simulated for modules; use adamw, sgd or adafactor.")
+        raise UnsupportedError(f"optimizer {optimizer.value} is not simulated for modules; use one of {', '.join(OPTIMIZERS)}.")
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         materialize(model, fake_mode)
