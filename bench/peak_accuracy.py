@@ -46,26 +46,35 @@ def _cfg(config: Any, *names: str) -> int | None:
     return None
 
 
-def transformer_math(case: PeakCase, model: torch.nn.Module, mode: str) -> int | None:
-    weights = _weights(model)
-    if mode == "inference":
-        return int(1.2 * weights)
+def transformer_shape(model: torch.nn.Module, seq_len: int, batch_size: int) -> tuple[int, int, int, int, int] | None:
+    """(s, b, h, a, L) as Transformer Math reads a config: encoder + decoder layers for
+    encoder-decoders, patches + 1 tokens for ViT; None where there is no transformer config (timm)."""
     config = getattr(model, "config", None)
     if config is None:
         return None
     h = _cfg(config, "hidden_size", "n_embd", "d_model")
     a = _cfg(config, "num_attention_heads", "n_head", "num_heads")
     layers = _cfg(config, "num_hidden_layers", "n_layer", "num_layers")
-    if None in (h, a, layers):
+    if h is None or a is None or layers is None:
         return None
     if getattr(config, "is_encoder_decoder", False):
         layers = (_cfg(config, "encoder_layers", "num_layers") or 0) + (
             _cfg(config, "decoder_layers", "num_decoder_layers") or 0)
-    s = case.seq_len
+    s = seq_len
     if getattr(config, "image_size", None) and getattr(config, "patch_size", None):
         s = (config.image_size // config.patch_size) ** 2 + 1
-    b = case.batch_size
-    activations = layers * s * b * h * (34 + 5 * a * s / h)  # type: ignore[operator]
+    return s, batch_size, h, a, layers
+
+
+def transformer_math(case: PeakCase, model: torch.nn.Module, mode: str) -> int | None:
+    weights = _weights(model)
+    if mode == "inference":
+        return int(1.2 * weights)
+    shape = transformer_shape(model, case.seq_len, case.batch_size)
+    if shape is None:
+        return None
+    s, b, h, a, layers = shape
+    activations = layers * s * b * h * (34 + 5 * a * s / h)
     return int(4 * weights + activations)
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from bench.peak_accuracy import _cfg, _weights, transformer_math
+from bench.peak_accuracy import _weights, transformer_math, transformer_shape
 from testkit.peak_cases import CASES
 from testkit.peak_pool import run_jobs
 from testkit.training_truth import KNOWN_GAPS, RECIPES, TruthRecipe, build, not_applicable, seq_len_of
@@ -128,23 +128,8 @@ def transformer_math_training(n_params: int, n_trainable: int, recipe: TruthReci
 
 
 def _shape(case_name: str, model: torch.nn.Module) -> tuple[int, int, int, int, int] | None:
-    """(s, b, h, a, L) read from the config as ``bench.peak_accuracy.transformer_math`` reads it
-    (encoder + decoder layers for encoder-decoders, patches + 1 tokens for ViT), at the run's
-    sequence length; None where it has no transformer config (timm)."""
-    config = getattr(model, "config", None)
-    if config is None:
-        return None
-    h = _cfg(config, "hidden_size", "n_embd", "d_model")
-    a = _cfg(config, "num_attention_heads", "n_head", "num_heads")
-    layers = _cfg(config, "num_hidden_layers", "n_layer", "num_layers")
-    if h is None or a is None or layers is None:
-        return None
-    if getattr(config, "is_encoder_decoder", False):
-        layers = (_cfg(config, "encoder_layers", "num_layers") or 0) + (_cfg(config, "decoder_layers", "num_decoder_layers") or 0)
-    s = seq_len_of(case_name)
-    if getattr(config, "image_size", None) and getattr(config, "patch_size", None):
-        s = (config.image_size // config.patch_size) ** 2 + 1
-    return s, CASES[case_name].batch_size, h, a, layers
+    """(s, b, h, a, L) at the run's sequence length, read as ``bench.peak_accuracy`` reads it."""
+    return transformer_shape(model, seq_len_of(case_name), CASES[case_name].batch_size)
 
 
 # --- gpu_poor ---------------------------------------------------------------------------------

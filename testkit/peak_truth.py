@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from testkit.truth import allocated_peak, trace_events
+from testkit.truth import allocated_peak, trace_events, window_peak
 
 _WORK = "peak_work"
 
@@ -44,9 +44,8 @@ def measure(case_name: str, mode: str) -> dict[str, int]:
             _work(model, wl, inputs, mode)
         del model, inputs
     events = trace_events(prof)
-    work = next(e for e in events if e.get("name") == _WORK and e.get("ph") == "X")
     return {
-        "peak_bytes": allocated_peak(events, work["ts"], work["ts"] + work["dur"]),
+        "peak_bytes": window_peak(events, _WORK),
         "peak_bytes_with_build": allocated_peak(events),
     }
 

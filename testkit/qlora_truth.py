@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from testkit.truth import allocated_peak, trace_events
+from testkit.training_truth import train_step
+from testkit.truth import trace_events, window_peak
 
 _WORK = "qlora_work"
 SEQ_LEN = 128  # batch 2 x 128 tokens, as training_truth's text cases
@@ -52,16 +53,9 @@ def measure(case_name: str, rank: int = 8) -> dict[str, int]:
             opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
             with record_function(_WORK):
                 for _ in range(2):
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
-                        loss = wl.train_loss(model, inputs)
-                    loss.backward()
-                    del loss
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
+                    train_step(model, wl, inputs, opt, torch.bfloat16)
             del model, inputs, opt
-    events = trace_events(prof)
-    work = next(e for e in events if e.get("name") == _WORK and e.get("ph") == "X")
-    return {"peak_bytes": allocated_peak(events, work["ts"], work["ts"] + work["dur"])}
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
 
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from testkit.truth import allocated_peak, trace_events
+from testkit.truth import trace_events, window_peak
 
 _WORK = "training_work"
 SEQ_LEN = 128  # text cases: batch 2 x 128 tokens, as the issue names the runs
@@ -103,6 +103,20 @@ def _setup(model: Any, case_name: str, recipe: TruthRecipe) -> Any:
     return model
 
 
+def train_step(model: Any, wl: Any, inputs: dict[str, Any], opt: Any, autocast: torch.dtype | None) -> None:
+    """One step as Trainer runs it: forward and loss (under CPU autocast when given), backward,
+    the optimizer step, ``zero_grad(set_to_none=True)``; only the loss outlives the forward."""
+    if autocast is not None:
+        with torch.autocast("cpu", dtype=autocast):
+            loss = wl.train_loss(model, inputs)
+    else:
+        loss = wl.train_loss(model, inputs)
+    loss.backward()
+    del loss
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def measure(case_name: str, recipe_name: str) -> dict[str, int]:
     if recipe_name == "qlora8":
         from testkit import qlora_truth
@@ -129,19 +143,9 @@ def measure(case_name: str, recipe_name: str) -> dict[str, int]:
                     opt.zero_grad(set_to_none=True)
                     del outputs
                     continue
-                if recipe.autocast is not None:
-                    with torch.autocast("cpu", dtype=recipe.autocast):
-                        loss = wl.train_loss(model, inputs)
-                else:
-                    loss = wl.train_loss(model, inputs)
-                loss.backward()
-                del loss
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                train_step(model, wl, inputs, opt, recipe.autocast)
         del model, inputs, opt
-    events = trace_events(prof)
-    work = next(e for e in events if e.get("name") == _WORK and e.get("ph") == "X")
-    return {"peak_bytes": allocated_peak(events, work["ts"], work["ts"] + work["dur"])}
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
 
 
 if __name__ == "__main__":

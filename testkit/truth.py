@@ -44,3 +44,9 @@ def allocated_peak(events: list[dict[str, Any]], start: float | None = None, end
         e["args"]["Total Allocated"] for e in events
         if e.get("name") == "[memory]" and (start is None or start <= e["ts"]) and (end is None or e["ts"] <= end)
     )
+
+
+def window_peak(events: list[dict[str, Any]], name: str) -> int:
+    """The allocator's peak inside the ``record_function(name)`` window of a profile's events."""
+    work = next(e for e in events if e.get("name") == name and e.get("ph") == "X")
+    return allocated_peak(events, work["ts"], work["ts"] + work["dur"])
