@@ -239,12 +239,16 @@ class StorageTracker(TorchDispatchMode):
             live += deltas[t]
             if live > peak:
                 peak, peak_t = live, t
+        return PeakSnapshot(peak, {k: v for k, v in self._breakdown(peak_t, freed).items() if v})
+
+    def _breakdown(self, t: int, freed: Callable[[StorageRecord], int | None]) -> dict[str, int]:
+        """Bytes per component of the storages alive at clock ``t`` (freed at ``freed(record)``)."""
         comps: dict[str, int] = {}
         for rec in self._all:
             end = freed(rec)
-            if rec.t_alloc <= peak_t and (end is None or end > peak_t):
+            if rec.t_alloc <= t and (end is None or end > t):
                 comps[rec.component.value] = comps.get(rec.component.value, 0) + rec.nbytes
-        return PeakSnapshot(peak, {k: v for k, v in comps.items() if v})
+        return comps
 
     def reset_peak(self) -> None:
         """Start a new window: the peak so far becomes the bytes live now."""
@@ -253,11 +257,7 @@ class StorageTracker(TorchDispatchMode):
 
     def snapshot(self) -> PeakSnapshot:
         """The peak of the current window with its breakdown at that instant."""
-        t = self._peak_clock
-        comps: dict[str, int] = {}
-        for rec in self._all:
-            if rec.alive_at(t):
-                comps[rec.component.value] = comps.get(rec.component.value, 0) + rec.nbytes
+        comps = self._breakdown(self._peak_clock, lambda rec: rec.t_free)
         total = sum(comps.values())
         if total != self.peak_bytes:  # a resize moved bytes without a record: keep the sum exact
             logger.debug("peak %d != sum of live records %d", self.peak_bytes, total)

@@ -155,12 +155,7 @@ def _onednn_bf16_gemm() -> bool:
     isa = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
     if isa in ("AVX512_CORE", "AVX512_CORE_VNNI"):
         return True
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return True
-    return not {"avx512_bf16", "amx_bf16"} & set(flags)
+    return not (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def _conv_forward(x: torch.Tensor, w: torch.Tensor, groups: int, out: torch.Tensor) -> KernelScratch:
