@@ -50,7 +50,7 @@ def _form(w: dict[str, Any]) -> list[gr.Button]:
     w["dtypes"] = gr.CheckboxGroup(list(form.DTYPES), value=list(form.FormState().dtypes), label=LABELS["dtypes"], elem_id="dtypes")
     with gr.Accordion("Advanced", open=False, elem_id="advanced"):
         with gr.Row():
-            w["mode"] = gr.Radio(list(form.MODES), value="load", label=LABELS["mode"], info="inference and training arrive with the peak simulator")
+            w["mode"] = gr.Radio(list(form.MODES), value="load", label=LABELS["mode"], info="load: the weights; inference and training: the simulated peak of one step")
             w["device"] = gr.Radio(list(form.DEVICES), value="cuda", label=LABELS["device"])
             w["gpu"] = gr.Dropdown(["none", *GPU_NAMES], value="none", label=LABELS["gpu"])
         with gr.Row():
@@ -58,11 +58,12 @@ def _form(w: dict[str, Any]) -> list[gr.Button]:
                 w[name] = gr.Number(value, label=LABELS[name], minimum=least, precision=0)
         with gr.Row():
             w["optimizer"] = gr.Dropdown(list(form.OPTIMIZERS), value="adamw", label=LABELS["optimizer"])
-            w["pure16"] = gr.Checkbox(False, label=LABELS["pure16"])
-            w["checkpointing"] = gr.Checkbox(False, label=LABELS["checkpointing"])
             w["lora"] = gr.Number(0, label=LABELS["lora"], minimum=0, precision=0)
             w["lora_targets"] = gr.Textbox("", label=LABELS["lora_targets"], placeholder="q_proj,v_proj", max_lines=1, scale=2,
                                            elem_id="lora-targets")
+        with gr.Row():  # a row of their own: beside the fields above a phone clips their labels
+            w["pure16"] = gr.Checkbox(False, label=LABELS["pure16"])
+            w["checkpointing"] = gr.Checkbox(False, label=LABELS["checkpointing"])
         w["token"] = gr.Textbox(label=LABELS["token"], type="password", elem_id="token")
     return examples
 

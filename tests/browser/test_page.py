@@ -167,3 +167,25 @@ def test_screenshots(browser: Any, app_url: str, name: str, width: int, height: 
     scroll_width = page.evaluate("() => document.documentElement.scrollWidth")
     context.close()
     assert scroll_width <= width + 1, "the page scrolls sideways"
+
+
+@pytest.mark.parametrize(("name", "width", "height"), [("training-desktop", 1280, 900), ("training-narrow", 390, 844)])
+def test_training_options_from_a_share_link(browser: Any, app_url: str, name: str, width: int, height: int, tmp_path: Path) -> None:
+    """A LoRA + checkpointing link fills the Advanced fields (the LoRA targets too), answers with a
+    simulated peak, and the page fits the width; ``UPDATE_SCREENSHOTS=1`` keeps the screenshots."""
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(app_url + "?model=meta-llama/Llama-3.1-8B&mode=training&dtypes=bfloat16&seq=256&checkpointing=1"
+              "&lora=16&lora_targets=q_proj,v_proj&device=cuda")
+    wait_for_result(page, "meta-llama/Llama-3.1-8B")
+    page.locator("#advanced").click()
+    page.wait_for_timeout(1500)
+    assert page.locator("#lora-targets textarea, #lora-targets input").first.input_value() == "q_proj,v_proj"
+    assert "LoRA r=16 on q_proj, v_proj" in page.content()
+    target = REPO_ROOT / "docs" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
+    target.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target / f"{name}.png"), full_page=True)
+    scroll_width = page.evaluate("() => document.documentElement.scrollWidth")
+    context.close()
+    assert scroll_width <= width + 1, "the page scrolls sideways"
