@@ -1,0 +1,67 @@
+"""Benchmark: how long a per-GPU estimate takes, warm (imports done, a first call made).
+
+``python -m bench.parallel_speed [--out bench/results/parallel_speed.md] [--repeats 3]`` from the
+repository root. The issue's target: Llama-3.1-70B (the bundled catalog's config.json, so no
+network), 8 GPUs, FSDP, bfloat16, batch 1 x 4096 tokens, training, under 10 s warm. Also timed:
+ZeRO-3 and tensor-parallel inference on 8 GPUs, gradient checkpointing. Each figure is the median
+of ``--repeats`` warm calls of ``estimator.estimate`` on a local folder holding that config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from estimator import estimate
+
+CONFIG = Path("estimator/source/catalog/data/meta-llama__Llama-3.1-70B/config.json")
+RUNS: list[tuple[str, dict[str, Any]]] = [
+    ("FSDP training (the target)", dict(mode="training", strategy="fsdp")),
+    ("FSDP training, gradient checkpointing", dict(mode="training", strategy="fsdp", gradient_checkpointing=True)),
+    ("ZeRO-3 training", dict(mode="training", strategy="zero3")),
+    ("tensor-parallel inference", dict(mode="inference", strategy="tp")),
+]
+TARGET_S = 10.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=Path("bench/results/parallel_speed.md"))
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    lines = [
+        "# Per-GPU estimates: speed (warm)", "",
+        "`python -m bench.parallel_speed` — Llama-3.1-70B (bundled config), 8 GPUs, bfloat16, batch 1 x 4096, "
+        f"device cuda; median of {args.repeats} warm calls after one cold call. Target: FSDP training under {TARGET_S:g} s.", "",
+        f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}.", "",
+        "| run | cold s | warm s (median) | per-GPU peak | within target |", "|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "Llama-3.1-70B"
+        folder.mkdir()
+        shutil.copy(CONFIG, folder / "config.json")
+        for name, kw in RUNS:
+            times = []
+            peak = None
+            for _ in range(args.repeats + 1):
+                t0 = time.perf_counter()
+                result = estimate(str(folder), dtypes="bfloat16", gpus=8, batch_size=1, seq_len=4096, **kw)
+                times.append(time.perf_counter() - t0)
+                peak = result.rows[0].peak_bytes
+            warm = statistics.median(times[1:])
+            ok = "yes" if warm < TARGET_S else "NO"
+            lines.append(f"| {name} | {times[0]:.2f} | {warm:.2f} | {peak / 2**30:.2f} GiB | {ok if 'target' in name else '-'} |")
+            print(lines[-1], flush=True)
+    args.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
