@@ -1,0 +1,1 @@
+"""Serving: KV bytes per token per architecture and a vLLM-style memory plan (``--mode serving``)."""

@@ -1,0 +1,111 @@
+"""KV-cache bytes per token, layer by layer, from a transformers config.
+
+Which layers keep a KV cache and which are sliding-window layers is what transformers itself
+decides: :func:`transformers.cache_utils.get_layer_types_and_kwargs` (the function ``DynamicCache``
+uses) reads ``layer_types`` where the config has it (Gemma 2/3 alternate sliding and full layers;
+Qwen2's ``use_sliding_window``/``max_window_layers`` are turned into ``layer_types`` by its config
+class), else ``sliding_window`` (Mistral: every layer) or ``attention_chunk_size``. Layers that keep
+no KV (``dummy``: MoE/MLP-only layers, KV-sharing consumers) cost nothing; recurrent layers (Mamba,
+linear attention) keep a fixed state, not per-token KV, and are refused.
+
+Per token and layer, attention keeps ``2 (K and V) x num_key_value_heads x head_dim x dtype bytes``
+(GQA/MQA through ``num_key_value_heads``; ``head_dim`` from the config where it says so, as Gemma
+does, else ``hidden_size // num_attention_heads``). Multi-head latent attention (DeepSeek-V2/V3/R1,
+``kv_lora_rank`` in the config) keeps one latent of ``kv_lora_rank + qk_rope_head_dim`` values per
+token and layer, no K/V pair: vLLM's ``MLAAttentionSpec`` (one "head" of that size), and
+transformers 5 alike (``DeepseekV3Attention`` caches ``kv_nope`` and ``k_rot`` as one-head "keys"
+and "values"; tests/test_kv_per_token.py checks it on a prefill).
+
+A sliding-window layer holds at most ``sliding_window`` tokens of context (what attention reads
+at a step); :meth:`KVLayout.bytes_for` caps each such layer there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from estimator.errors import UnsupportedError
+
+__all__ = ["KVLayer", "KVLayout", "kv_layout"]
+
+LayerKind = Literal["full", "sliding", "mla"]
+
+_NO_KV = frozenset({"dummy", "moe", "mlp"})
+_SLIDING = frozenset({"sliding_attention", "chunked_attention"})
+_FULL = frozenset({"full_attention"})
+
+
+@dataclass(frozen=True)
+class KVLayer:
+    """One decoder layer's cache: what kind, bytes per token, and the window of a sliding layer."""
+
+    kind: LayerKind
+    bytes_per_token: int
+    window: int | None = None  # tokens a sliding layer keeps; None: the whole context
+
+    def bytes_for(self, tokens: int) -> int:
+        return self.bytes_per_token * (tokens if self.window is None else min(tokens, self.window))
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """The KV cache of a model, layer by layer (layers that keep none are left out)."""
+
+    layers: tuple[KVLayer, ...]
+    dtype_bytes: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one more token adds while every layer still holds the whole context (no window reached)."""
+        return sum(layer.bytes_per_token for layer in self.layers)
+
+    def bytes_for(self, tokens: int) -> int:
+        """Bytes of the cache for one sequence of ``tokens`` tokens, sliding layers capped at their window."""
+        return sum(layer.bytes_for(tokens) for layer in self.layers)
+
+
+def _int(config: Any, name: str) -> int | None:
+    value = getattr(config, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _head_dim(config: Any) -> int:
+    explicit = _int(config, "head_dim")
+    if explicit:
+        return explicit
+    hidden, heads = _int(config, "hidden_size"), _int(config, "num_attention_heads")
+    if not hidden or not heads:
+        raise UnsupportedError(f"{type(config).__name__} names no hidden_size and num_attention_heads: its KV cache cannot be sized.")
+    return hidden // heads
+
+
+def kv_layout(config: Any, *, dtype_bytes: int) -> KVLayout:
+    """The per-layer KV cache of the decoder of ``config`` (a transformers ``PreTrainedConfig``)."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    text = config.get_text_config(decoder=True)
+    layer_types, layer_kwargs = get_layer_types_and_kwargs(text)
+    is_mla = _int(text, "kv_lora_rank") is not None
+    if is_mla:
+        per_token = (int(text.kv_lora_rank) + int(text.qk_rope_head_dim)) * dtype_bytes
+    else:
+        heads = _int(text, "num_attention_heads")
+        kv_heads = _int(text, "num_key_value_heads") or heads
+        if not kv_heads:
+            raise UnsupportedError(f"{type(text).__name__} names no attention heads: its KV cache cannot be sized.")
+        per_token = 2 * kv_heads * _head_dim(text) * dtype_bytes
+    layers = []
+    for layer_type, kwargs in zip(layer_types, layer_kwargs, strict=True):
+        if layer_type in _NO_KV:
+            continue
+        if layer_type in _SLIDING:
+            layers.append(KVLayer("sliding", per_token, int(kwargs["sliding_window"])))
+        elif layer_type in _FULL:
+            layers.append(KVLayer("mla" if is_mla else "full", per_token))
+        else:
+            raise UnsupportedError(
+                f"{type(text).__name__} has {layer_type!r} layers (a recurrent or compressed state, not a per-token KV "
+                "cache); their cache is not sized yet."
+            )
+    return KVLayout(tuple(layers), dtype_bytes)

@@ -1,0 +1,145 @@
+"""``--mode serving`` through the Python API and the CLI, and its profile run against the real allocator.
+
+The model is the Llama-3.1-8B fixture folder (its published config.json): KV bytes per token 131,072
+(32 layers x 8 KV heads x 128 x K and V x 2 bytes, the figure published for it), so every block and
+token figure of the plan is checked here from the budget the plan reports. The profile run's
+simulated peak is checked against torch.profiler's on CPU for small models (fresh processes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from estimator import estimate
+from estimator.errors import BadOptionError
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = str(ROOT / "tests" / "hub_data" / "models" / "meta-llama" / "Llama-3.1-8B")
+GiB = 1024**3
+PER_TOKEN = 32 * 8 * 128 * 2 * 2
+
+
+@pytest.fixture(scope="module")
+def plan_24g() -> Any:
+    return estimate(LLAMA, mode="serving", gpu_memory="24GiB", max_model_len=8192, dtypes=["bfloat16", "int4"])
+
+
+def test_plan_adds_up(plan_24g: Any) -> None:
+    row = plan_24g.row("bfloat16")
+    s = row.serving
+    assert row.method == "simulated"
+    assert s["capacity_bytes"] == 24 * GiB
+    assert s["requested_bytes"] == int(24 * GiB * 0.9)
+    assert s["weights_bytes"] == row.total_bytes  # the loaded model
+    assert s["available_kv_cache_bytes"] == s["requested_bytes"] - s["weights_bytes"] - s["profile_peak_bytes"]
+    assert s["kv_bytes_per_token"] == PER_TOKEN
+    tokens = s["available_kv_cache_bytes"] // PER_TOKEN
+    assert s["kv_cache_tokens"] == tokens - tokens % 16
+    assert s["num_blocks"] == s["kv_cache_tokens"] // 16
+    assert row.components == {"weights": s["weights_bytes"], "activations": s["profile_peak_bytes"],
+                              "kv_cache": s["kv_cache_tokens"] * PER_TOKEN}
+    assert row.peak_bytes == sum(row.components.values()) <= s["requested_bytes"]
+    assert s["max_concurrency"] == pytest.approx(s["kv_cache_tokens"] / 8192, abs=1e-4)
+    # vLLM serve's defaults on a 24 GiB GPU
+    assert (s["max_num_batched_tokens"], s["max_num_seqs"]) == (2048, 256)
+    assert s["fits"] is True
+    assert any("2048 tokens" in n or "2,048 tokens in 256 requests" in n for n in row.notes)
+
+
+def test_quantized_rows_say_why(plan_24g: Any) -> None:
+    row = plan_24g.row("int4")
+    assert row.peak_bytes is None and row.serving is None
+    assert any("serving is planned for float32, float16 and bfloat16" in n for n in row.notes)
+
+
+def test_fp8_cache_and_a_named_gpu() -> None:
+    from estimator.fit.gpus import find_gpu
+
+    h100 = find_gpu("H100 80GB")
+    result = estimate(LLAMA, mode="serving", gpu="H100-80GB", kv_cache_dtype="fp8", max_model_len=32768, dtypes="bfloat16")
+    s = result.row("bfloat16").serving
+    assert s["capacity_bytes"] == h100.total_bytes  # what the driver reports: vLLM's total_memory
+    assert s["kv_bytes_per_token"] == PER_TOKEN // 2
+    assert (s["max_num_batched_tokens"], s["max_num_seqs"]) == (8192, 1024)  # vllm serve on a GPU of 70 GiB or more
+    assert s["kv_cache_tokens"] == s["available_kv_cache_bytes"] // (PER_TOKEN // 2) // 16 * 16
+    assert result.options["kv_cache_dtype"] == "fp8"
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({}, BadOptionError, r"--mode serving plans a server on one GPU: name it with --gpu .* or give its memory with --gpu-memory"),
+    ({"gpu": "RTX 1"}, BadOptionError, r"--gpu 'RTX 1' is not a GPU we know: use one of .*H100"),
+    ({"gpu_memory": "lots"}, BadOptionError, r"--gpu-memory must be a size such as 24GiB"),
+    ({"gpu_memory": "24GiB", "gpu_memory_utilization": 1.5}, BadOptionError, r"--gpu-memory-utilization must be a fraction"),
+    ({"gpu_memory": "24GiB", "kv_cache_dtype": "fp4"}, BadOptionError, r"--kv-cache-dtype must be one of auto, fp8"),
+    ({"gpu_memory": "24GiB", "max_num_seqs": 4096, "max_num_batched_tokens": 2048}, BadOptionError,
+     r"--max-num-batched-tokens \(2,048\) must be at least --max-num-seqs \(4,096\)"),
+    ({"gpu_memory": "24GiB", "max_model_len": 200_000}, BadOptionError, r"--max-model-len 200,000 is more than .*131,072"),
+    ({"gpu_memory": "24GiB", "device": "cpu"}, BadOptionError, r"needs --device cuda"),
+])
+def test_bad_requests_are_refused(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        estimate(LLAMA, mode="serving", dtypes="bfloat16", **kwargs)
+
+
+def test_bfloat16_is_refused_where_vllm_refuses_it() -> None:
+    result = estimate(LLAMA, mode="serving", gpu="T4", dtypes=["bfloat16", "float16"], max_model_len=2048)
+    assert result.row("bfloat16").peak_bytes is None
+    assert any("vLLM refuses bfloat16 on the T4" in n for n in result.row("bfloat16").notes)
+    assert result.row("float16").serving is not None
+
+
+def test_too_small_a_gpu_does_not_fit() -> None:
+    row = estimate(LLAMA, mode="serving", gpu_memory="16GiB", dtypes="bfloat16", max_model_len=8192).row("bfloat16")
+    assert row.serving["fits"] is False and row.serving["num_blocks"] == 0
+    assert any(n.startswith("does not fit") for n in row.notes)
+
+
+def test_cli_json_has_the_serving_object() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "estimator", LLAMA, "--mode", "serving", "--gpu-memory", "48GiB",
+                          "--max-model-len", "16384", "--max-num-seqs", "64", "--dtypes", "float16", "--format", "json"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    s = data["rows"][0]["serving"]
+    assert data["mode"] == "serving" and data["options"]["max_num_seqs"] == 64
+    assert (s["max_num_seqs"], s["max_model_len"], s["capacity_bytes"]) == (64, 16384, 48 * GiB)
+    missing = subprocess.run([sys.executable, "-m", "estimator", LLAMA, "--mode", "serving"], capture_output=True, text=True,
+                             env=env, timeout=300)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert "--gpu" in missing.stderr and "--gpu-memory" in missing.stderr
+
+
+def _truth(case: str, tokens: int, reqs: int) -> int:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "testkit.profile_truth", case, str(tokens), str(reqs)], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=300, check=True)
+    return int(json.loads(out.stdout.strip().splitlines()[-1])["peak_bytes"])
+
+
+@pytest.mark.parametrize(("case", "tokens", "reqs"), [("llama_gqa", 512, 32), ("mixtral_moe", 512, 32), ("llama_gqa", 256, 256)])
+def test_profile_run_matches_the_allocator_on_cpu(case: str, tokens: int, reqs: int) -> None:
+    """The profile run's work (forward without cache, logits of each request, vLLM's sampler) on CPU:
+    the simulated peak equals torch.profiler's (same kernels; the serving plan uses CUDA's)."""
+    from estimator.serving.profile import profile_run
+    from testkit.profile_truth import build
+
+    sim = profile_run(build(case, "meta"), max_num_batched_tokens=tokens, max_num_seqs=reqs, device="cpu")
+    truth = _truth(case, tokens, reqs)
+    assert abs(sim.peak_bytes - truth) <= 0.02 * truth, (sim.peak_bytes, truth)
+
+
+def test_dataframe_has_a_column_per_plan_figure(plan_24g: Any) -> None:
+    frame = plan_24g.to_dataframe()
+    plan = plan_24g.row("bfloat16").serving
+    first = frame.iloc[0]
+    assert {f"serving_{key}" for key in plan} <= set(frame.columns)
+    assert int(first["serving_num_blocks"]) == plan["num_blocks"] and str(frame["serving_num_blocks"].dtype) == "Int64"
+    assert frame["serving_num_blocks"].isna().iloc[1]  # the int4 row has no plan
