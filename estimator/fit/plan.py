@@ -1,0 +1,95 @@
+"""Stage 6, will it fit: each row against one GPU, and the largest batch and context that fit.
+
+:func:`with_fit` adds to every row its ``runtime_overhead`` for the GPU (:mod:`estimator.fit.runtime`)
+and ``fit``: whether the peak plus that overhead is within the memory the GPU's driver reports,
+the headroom, and — for simulated inference and training rows — the largest batch at this
+sequence length and the longest sequence at this batch that fit, each found by
+:func:`estimator.fit.solver.largest_fitting` from fresh simulations and verified on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from estimator.fit.runtime import needed_bytes, runtime_overhead, unverified_note
+from estimator.fit.solver import Boundary, largest_fitting
+
+if TYPE_CHECKING:
+    from estimator.fit.gpus import GPU
+    from estimator.result import Row
+
+__all__ = ["MAX_BATCH", "SEQ_STEP", "with_fit"]
+
+MAX_BATCH = 1 << 16  # the largest batch size asked about
+MAX_SEQ = 1 << 20  # the longest sequence asked about where the model states no maximum
+# The longest sequence is searched in steps of this many tokens: each token more is one more
+# simulation near the boundary (the allocator's segments make the need a staircase there), and
+# no one plans a context to the token. The step above the answer is simulated and does not fit.
+SEQ_STEP = 64
+
+# (batch_size, seq_len) -> the row simulated at that shape (peak_bytes and runtime_overhead set), for one dtype
+Simulate = Callable[[int, int], "Row"]
+
+
+def with_fit(
+    rows: tuple[Row, ...], *, mode: str, gpu: GPU, batch_size: int, seq_len: int,
+    simulators: dict[str, Simulate] | None = None, seq_limit: int | None = None, vary_seq: bool = True,
+) -> tuple[Row, ...]:
+    """``rows`` with ``runtime_overhead`` and ``fit`` for ``gpu``; ``simulators`` (by dtype) re-run a
+    row at another shape for the largest batch and sequence (``seq_limit``: the model's maximum)."""
+    out = []
+    for row in rows:
+        needed = needed_bytes(row, mode, gpu)
+        fit: dict[str, Any] = {
+            "gpu": gpu.name, "capacity_bytes": gpu.total_bytes, "needed_bytes": needed,
+            "fits": None if needed is None else needed <= gpu.total_bytes,
+            "headroom_bytes": None if needed is None else gpu.total_bytes - needed,
+            "max_batch_size": None, "max_seq_len": None,
+        }
+        if str(row.dtype) == "bfloat16" and gpu.native_bf16 is False:
+            fit["warning"] = f"the {gpu.name} has no native bfloat16 (compute capability {gpu.compute_capability}): use float16"
+        simulate = (simulators or {}).get(str(row.dtype))
+        if mode != "load" and needed is not None and simulate is not None and row.method == "simulated":
+            def total(b: int, s: int, simulate: Simulate = simulate) -> tuple[int, int]:
+                """Bytes needed, and the peak of live bytes alone (smooth in b and s; the solver predicts with it)."""
+                again = simulate(b, s)
+                found = needed_bytes(again, mode, gpu)
+                assert found is not None and again.peak_bytes is not None
+                return found, again.peak_bytes
+
+            at_shape = (needed, row.peak_bytes or 0)
+            batch = largest_fitting(lambda b: total(b, seq_len), gpu.total_bytes, limit=MAX_BATCH, known={batch_size: at_shape})
+            fit.update(max_batch_size=batch.value, batch_boundary=_boundary(batch))
+            if vary_seq:
+                longest, seq_boundary = _longest(lambda s: total(batch_size, s), gpu.total_bytes, seq_limit or MAX_SEQ,
+                                                 seq_len, at_shape)
+                fit.update(max_seq_len=longest, seq_boundary=seq_boundary)
+        overhead = runtime_overhead(row, mode, gpu)
+        out.append(replace(row, fit=fit, runtime_overhead=overhead, notes=(*row.notes, unverified_note(overhead))))
+    return tuple(out)
+
+
+def _longest(total: Callable[[int], tuple[int, int]], capacity: int, limit: int, seq_len: int,
+             at_shape: tuple[int, int]) -> tuple[int | None, dict[str, Any]]:
+    """The longest sequence that fits, in steps of :data:`SEQ_STEP` tokens (the last step ends at ``limit``);
+    below one step, in single tokens. The answer and the step above it are both simulated."""
+    step = SEQ_STEP if limit >= SEQ_STEP else 1
+
+    def length(n: int) -> int:
+        return min(n * step, limit)
+
+    top = -(-limit // step)  # the last step: length(top) == limit
+    known = {top: at_shape} if seq_len == limit else {seq_len // step: at_shape} if seq_len % step == 0 else {}
+    found = largest_fitting(lambda n: total(length(n)), capacity, limit=top, known=known)
+    if found.value is None and step > 1:  # not even one step: single tokens below it
+        small = largest_fitting(total, capacity, limit=step - 1, known={seq_len: at_shape} if seq_len < step else {})
+        return small.value, _boundary(small, limit=limit, evaluations=small.evaluations + found.evaluations)
+    return None if found.value is None else length(found.value), _boundary(found, step=step, limit=limit)
+
+
+def _boundary(b: Boundary, *, step: int = 1, limit: int | None = None, evaluations: int | None = None) -> dict[str, Any]:
+    """The two simulations that verify an answer: the bytes needed at it and one step above."""
+    return {"needed_at_max": b.needed, "needed_above_max": b.next_needed, "limit": b.limit if limit is None else limit,
+            "step": step, "simulations": b.evaluations if evaluations is None else evaluations}

@@ -1,0 +1,78 @@
+"""The "fits on" table and the verdict for one GPU, the same for every mode (CLI and app).
+
+What must fit is :func:`estimator.fit.runtime.needed_bytes`: the peak (load mode: the loaded
+weights) plus the runtime overhead for that GPU, compared with the memory its driver reports.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from estimator.fit.gpus import GPU, GPUS
+from estimator.fit.runtime import needed_bytes
+from estimator.units import format_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from estimator.result import Estimate, Row
+
+__all__ = ["allocator_counted", "fits_caption", "fits_frame", "verdict"]
+
+
+def verdict(row: Row, mode: str, gpu: GPU) -> str:
+    """One cell: "fits (x free)", "does not fit (x short)" or "unknown"; a bfloat16 row on a GPU
+    without bfloat16 units says so (PyTorch emulates it there, slowly, or refuses)."""
+    needed = needed_bytes(row, mode, gpu)
+    if needed is None:
+        return "unknown"
+    text = (f"fits ({format_bytes(gpu.total_bytes - needed)} free)" if needed <= gpu.total_bytes
+            else f"does not fit ({format_bytes(needed - gpu.total_bytes)} short)")
+    if str(row.dtype) == "bfloat16" and gpu.native_bf16 is False:
+        text += "; no native bfloat16"
+    return text
+
+
+def fits_frame(estimate: Estimate, selected: str | None = None) -> pd.DataFrame:
+    """One line per GPU (the ``selected`` one first): its name, a verdict per dtype row, and the
+    memory its driver reports; with a row's fit answer (``Row.fit``) for the selected GPU, the
+    largest batch and context that fit."""
+    import pandas as pd
+
+    order = sorted(GPUS, key=lambda g: g.name != selected) if selected else list(GPUS)
+    records = []
+    for gpu in order:
+        record: dict[str, str] = {"GPU": gpu.name + (" (selected)" if gpu.name == selected else "")}
+        for row in estimate.rows:
+            cell = verdict(row, estimate.mode, gpu)
+            fit = row.fit if gpu.name == selected else None
+            if fit and fit.get("max_batch_size") is not None:
+                cell += f"; batch up to {fit['max_batch_size']:,}"
+            if fit and fit.get("max_seq_len") is not None:
+                cell += f"; context up to {fit['max_seq_len']:,}"
+            record[str(row.dtype)] = cell
+        record["Memory (driver)"] = format_bytes(gpu.total_bytes)
+        record["Stated"] = gpu.stated
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def fits_caption(mode: str, allocator: bool = True) -> str:
+    """What the verdicts count; ``allocator``: whether the rows carry the caching allocator's figures
+    (a whole model simulated, as when a GPU is named; an extrapolated decoder has none)."""
+    what = "the peak memory of the " + mode + " step" if mode != "load" else "the loaded weights and buffers"
+    if mode == "load" or allocator:
+        runtime = "context, cuBLAS workspaces" + ("" if mode == "load" else ", the caching allocator's rounding and cached blocks")
+        text = f"Compares {what}, plus the CUDA runtime's own memory ({runtime}), with the memory each GPU's driver reports to PyTorch."
+    else:
+        text = (f"Compares {what}, plus the CUDA context and cuBLAS workspaces, with the memory each GPU's driver reports "
+                "to PyTorch. The caching allocator's rounding and cached blocks are not counted here (the layers were "
+                "simulated in part and extrapolated): choose a GPU to simulate every layer and count them.")
+    if mode == "load":
+        text += " Load mode counts no activations and no KV cache: running the model needs more."
+    return text
+
+
+def allocator_counted(estimate: Estimate) -> bool:
+    """Whether every simulated row carries the caching allocator's figures."""
+    return all("reserved_extra" in (row.runtime_overhead or {}) for row in estimate.rows if row.method == "simulated")

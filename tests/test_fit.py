@@ -1,0 +1,132 @@
+"""Will it fit: GPU capacities as data, the runtime overhead, and the fit solver's answers.
+
+The solver's answers are checked from outside: at the reported largest batch (and sequence) a
+fresh estimate's peak plus runtime overhead is within the capacity, and one step more is not —
+for inference and training, three models, three capacities each.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from estimator import estimate
+from estimator.errors import BadOptionError
+from estimator.fit import runtime
+from estimator.fit.gpus import GPUS, custom_gpu, find_gpu, parse_memory
+from estimator.fit.plan import SEQ_STEP
+from estimator.fit.solver import largest_fitting
+
+MiB = 1024**2
+SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
+         "max_position_embeddings": 1024}
+MODELS = {
+    "llama": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, **SMALL},
+    "bert": {"model_type": "bert", "architectures": ["BertForMaskedLM"], **SMALL},
+    "resnet": {"architecture": "resnet18", "num_classes": 10, "pretrained_cfg": {"input_size": [3, 64, 64]}},
+}
+
+
+def test_every_gpu_of_the_issue_is_listed_with_its_source() -> None:
+    names = {g.name for g in GPUS}
+    for wanted in ("T4", "L4", "A10G", "RTX 3090", "RTX 4090", "RTX 5090", "A100 40GB", "A100 80GB", "H100 80GB", "H200", "B200", "MI300X"):
+        assert wanted in names
+    for gpu in GPUS:
+        assert gpu.source and gpu.stated
+        # what PyTorch can use is below nvidia-smi's total (the driver keeps some), within 1 GiB
+        assert gpu.smi_mib is not None and 0 <= gpu.smi_mib * MiB - gpu.total_bytes < 1024 * MiB, gpu.name
+        stated_gb = float(gpu.stated.split()[0])
+        assert 0.85 * stated_gb * 10**9 < gpu.total_bytes < 1.1 * stated_gb * 2**30, gpu.name
+        if gpu.vendor == "nvidia":  # bfloat16 units from Ampere (compute capability 8.0) on
+            assert gpu.native_bf16 == (float(gpu.compute_capability or 0) >= 8.0), gpu.name
+
+
+def test_gpu_names_are_found_the_way_people_write_them() -> None:
+    assert find_gpu("H100-80GB").name == "H100 80GB"
+    assert find_gpu("a100-80gb").name == "A100 80GB"
+    assert find_gpu("NVIDIA L4").name == "L4"
+    with pytest.raises(BadOptionError, match="gpu_memory|is not a GPU we know"):
+        find_gpu("RTX 9999")
+    assert parse_memory("24GiB") == 24 * 2**30
+    assert parse_memory("80GB") == 80 * 10**9
+    assert parse_memory("16384MiB") == 16 * 2**30
+    for bad in ("lots", "24 furlongs", "0.5", "1KiB"):
+        with pytest.raises(BadOptionError):
+            parse_memory(bad)
+    assert custom_gpu("24GiB").total_bytes == 24 * 2**30
+
+
+def test_cublas_workspaces_follow_pytorch_s_rule() -> None:
+    # CublasHandlePool.cpp: ":4096:8" on sm90, else ":4096:2:16:8"; one handle per thread
+    assert runtime.cublas_workspace_bytes(find_gpu("H100 80GB"), "inference") == 4096 * 1024 * 8
+    assert runtime.cublas_workspace_bytes(find_gpu("L4"), "inference") == 4096 * 1024 * 2 + 16 * 1024 * 8
+    assert runtime.cublas_workspace_bytes(find_gpu("L4"), "training") == 2 * (4096 * 1024 * 2 + 16 * 1024 * 8)
+    assert runtime.cublas_workspace_bytes(find_gpu("L4"), "load") == 0
+
+
+def test_the_solver_finds_the_boundary_of_monotone_functions() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        a, b, c = rng.randint(10**6, 10**10), rng.randint(10**3, 10**8), rng.choice([0, rng.randint(0, 10**4)])
+        step = rng.choice([1, 512, 2**21])
+
+        def needed(x: int, a: int = a, b: int = b, c: int = c, step: int = step) -> int:
+            return -(-(a + b * x + c * x * x) // step) * step
+
+        capacity, limit = rng.randint(10**6, 10**11), rng.choice([64, 4096, 131072])
+        found = largest_fitting(needed, capacity, limit=limit)
+        if found.value is None:
+            assert needed(1) > capacity
+        else:
+            assert needed(found.value) <= capacity
+            assert found.value == limit or needed(found.value + 1) > capacity
+
+
+def _needed(folder: Path, mode: str, gpu_memory: str, **shape: int) -> int:
+    """Peak plus runtime overhead of a fresh estimate at ``shape``, added up here."""
+    row = estimate(str(folder), mode=mode, dtypes="float32", **shape).rows[0]  # type: ignore[arg-type]
+    assert row.peak_bytes is not None and row.runtime_overhead is not None
+    gpu = custom_gpu(gpu_memory)
+    return (row.peak_bytes + sum(row.runtime_overhead.values()) + runtime.CUDA_CONTEXT_BYTES
+            + runtime.cublas_workspace_bytes(gpu, mode))
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_the_largest_batch_and_sequence_fit_and_one_more_does_not(model: str, mode: str, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(MODELS[model]))
+    text = model != "resnet"
+    shape = {"batch_size": 2, **({"seq_len": 64} if text else {"image_size": 64})}
+    base = estimate(str(tmp_path), mode=mode, dtypes="float32", **shape).rows[0]  # type: ignore[arg-type]
+    assert base.peak_bytes is not None
+    floor = base.peak_bytes + runtime.CUDA_CONTEXT_BYTES + 64 * MiB
+    for extra in (8, 64, 400):  # three capacities: a little, some and a lot above batch 2's needs
+        memory = f"{(floor + extra * base.peak_bytes // 8) // MiB}MiB"
+        fitted = estimate(str(tmp_path), mode=mode, dtypes="float32", gpu_memory=memory, **shape).rows[0]  # type: ignore[arg-type]
+        fit = fitted.fit
+        assert fit is not None and fit["fits"] is True
+        capacity = parse_memory(memory)
+        best = fit["max_batch_size"]
+        assert best is not None and best >= 2
+        assert _needed(tmp_path, mode, memory, **{**shape, "batch_size": best}) <= capacity
+        assert _needed(tmp_path, mode, memory, **{**shape, "batch_size": best + 1}) > capacity
+        if text:
+            longest, limit = fit["max_seq_len"], MODELS[model]["max_position_embeddings"]
+            assert longest is not None and longest >= 64
+            assert longest % SEQ_STEP == 0 or longest == limit  # the sequence is searched in steps of SEQ_STEP tokens
+            assert fit["seq_boundary"]["step"] == SEQ_STEP
+            assert _needed(tmp_path, mode, memory, **{**shape, "seq_len": longest}) <= capacity
+            if longest < limit:
+                assert _needed(tmp_path, mode, memory, **{**shape, "seq_len": min(longest + SEQ_STEP, limit)}) > capacity
+
+
+def test_gpu_options_refused_clearly() -> None:
+    with pytest.raises(BadOptionError, match="give one of them"):
+        estimate("gpt2", gpu="L4", gpu_memory="24GiB")
+    with pytest.raises(BadOptionError, match="device"):
+        estimate("gpt2", gpu="L4", device="cpu", mode="inference")
+    with pytest.raises(BadOptionError, match="not a GPU we know"):
+        estimate("gpt2", gpu="Voodoo 5")
