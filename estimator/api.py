@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from estimator.cache import LRUCache
-from estimator.errors import HubError
+from estimator.errors import HubError, Option, UnsupportedError
 from estimator.load import gguf
 from estimator.options import DType, Library, Mode, Options, parse_options, seconds
 from estimator.result import Estimate, Row
 from estimator.source import hub
-from estimator.source.limits import check_config
+from estimator.source.limits import check_config, max_positions
 from estimator.source.reference import ModelRef, parse_reference
 from estimator.source.resolve import Resolved, resolve_hub, resolve_local
+
+if TYPE_CHECKING:
+    from estimator.fit.gpus import GPU
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +30,11 @@ def estimate(
     image_size: Any = None, max_new_tokens: Any = 0, device: str = "cuda", optimizer: str = "adamw", pure_16bit: bool = False,
     gradient_checkpointing: bool = False, lora_rank: Any = None, lora_targets: Any = None, gpu: str | None = None,
     revision: str | None = None, token: str | None = None, trust_remote_code: bool = False, cross_check: bool = False,
-    timeout: float = hub.DEFAULT_TIMEOUT_S, bnb_compute_dtype: str | None = None,
+    timeout: float = hub.DEFAULT_TIMEOUT_S, bnb_compute_dtype: str | None = None, gpu_memory: Any = None, ctx: Any = None,
+    cache_type: Any = "f16", cache_type_v: Any = None, flash_attn: Any = "auto", n_gpu_layers: Any = None, gguf_file: str | None = None,
+    gpu_memory_utilization: Any = 0.9, max_model_len: Any = None, max_num_seqs: Any = None, max_num_batched_tokens: Any = None,
+    kv_cache_dtype: str = "auto", block_size: Any = 16,
+    gpus: Any = 1, nodes: Any = 1, strategy: str | None = None, offload: str = "none",
 ) -> Estimate:
     """Estimate the memory ``model`` needs, per dtype. See ``docs/CONTRACT.md`` for every field.
 
@@ -43,19 +50,36 @@ def estimate(
     is itself refused without access, and for a gated repo (whose ``model_info`` is public) one
     small ``hub.check_access`` request with the caller's token comes before any answer, cached or
     not. A public repo's repeat costs the one ``model_info`` call.
+
+    GGUF-only repos (llama.cpp): ``ctx``, ``cache_type`` (``cache_type_v``), ``flash_attn``,
+    ``n_gpu_layers`` and ``gguf_file`` shape the inference rows, and ``gpu`` splits their layers
+    between that GPU and the CPU; for other repos these options are refused (docs/gguf.md).
+
+    ``mode="serving"`` plans a vLLM server on one GPU (``gpu`` or ``gpu_memory``, e.g. ``"24GiB"``),
+    with vLLM's options of the same names (docs/serving.md).
+
+    ``gpus`` (per node), ``nodes``, ``strategy`` (ddp, zero1, zero2, zero3, fsdp for training; tp
+    for inference) and ``offload`` (ZeRO: none, optimizer, optimizer+params) make the figures per
+    GPU (docs/parallel.md).
     """
     options = parse_options(
         library=library, dtypes=dtypes, mode=mode, device=device, optimizer=optimizer, batch_size=batch_size,
         seq_len=seq_len, image_size=image_size, max_new_tokens=max_new_tokens, pure_16bit=pure_16bit,
         gradient_checkpointing=gradient_checkpointing, lora_rank=lora_rank, lora_targets=lora_targets, gpu=gpu,
-        trust_remote_code=trust_remote_code, bnb_compute_dtype=bnb_compute_dtype,
+        trust_remote_code=trust_remote_code, bnb_compute_dtype=bnb_compute_dtype, gpu_memory=gpu_memory, ctx=ctx, cache_type=cache_type,
+        cache_type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers, gguf_file=gguf_file,
+        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
+        gpus=gpus, nodes=nodes, strategy=strategy, offload=offload,
     )
+    target_gpu(options)  # an unknown GPU or a malformed capacity is refused before any work
     timeout = seconds(timeout, option="timeout")  # how long each Hub call may take; not part of the answer
     if isinstance(model, ModelRef):
         ref = model if revision is None else replace(model, revision=revision)
     else:
         ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
     if ref.path is not None:
+        _refuse_gguf_options(options, str(ref.path))
         resolved = resolve_local(ref, options.load.library)
         return _estimate_resolved(resolved, options, cross_check=cross_check, token=token)
 
@@ -79,15 +103,34 @@ def estimate(
         return cached
     files = tuple(s.rfilename for s in (info.siblings or []))
     if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
-        result = gguf.gguf_estimate(info, load=options.load, mode=options.mode, token=token, timeout=timeout)
+        result = gguf.gguf_estimate(info, options=options, token=token, timeout=timeout, capacity_bytes=gpu_capacity(options))
         if info.sha:
             _CACHE.put(key, result)
         return result
+    _refuse_gguf_options(options, repo_id)
     resolved = resolve_hub(ref, options.load.library, token=token, timeout=timeout, info=info)
     result = _estimate_resolved(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
     if info.sha:
         _CACHE.put(key, result)
     return result
+
+
+def gpu_capacity(options: Options) -> int | None:
+    """The bytes a GGUF row may put on the GPU asked about: what its driver reports less the CUDA
+    context (``estimator.fit``); ``None`` without a GPU."""
+    gpu = target_gpu(options)
+    if gpu is None:
+        return None
+    from estimator.fit.runtime import CUDA_CONTEXT_BYTES
+
+    return gpu.total_bytes - CUDA_CONTEXT_BYTES
+
+
+def _refuse_gguf_options(options: Options, model: str) -> None:
+    """The llama.cpp options answer only GGUF-only repos: refuse them elsewhere, naming the option."""
+    if not options.gguf.is_default:
+        raise UnsupportedError([Option(options.gguf.given()[0]), f" applies to GGUF files run by llama.cpp; {model} is not a GGUF-only repo. "
+                                "For other models use ", Option("seq_len"), " and ", Option("mode"), " inference."])
 
 
 def clear_cache() -> None:
@@ -122,14 +165,21 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
         from estimator.load import rows as loadrows
 
         rows = loadrows.stored_rows(resolved, options.load, token=token, timeout=timeout, cross_check=cross_check)
+    gpu = target_gpu(options)
+    if options.mode is Mode.SERVING and gpu is not None:  # check_supported: serving always names a GPU
+        from estimator.serving.rows import serving_rows
+
+        rows = serving_rows(resolved, options.load, options.work, gpu)
     if rows is None and options.mode is not Mode.LOAD:
         from estimator.peak.rows import peak_rows
 
-        rows = peak_rows(resolved, options.load, options.work, options.hardware)
+        rows = peak_rows(resolved, options.load, options.work, options.hardware, options.parallel)
     if rows is None:
         from estimator.load import rows as loadrows
 
         rows = loadrows.built_rows(resolved, options.load)
+    if gpu is not None and options.mode is not Mode.SERVING:  # a serving row's plan is its fit
+        rows = _with_fit(rows, resolved, options, gpu)
     return Estimate(
         model=resolved.name,
         revision=resolved.revision,
@@ -140,6 +190,42 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
         options=options.shaping(resolved.revision if resolved.source == "hub" else None),
         rows=rows,
     )
+
+
+def target_gpu(options: Options) -> GPU | None:
+    """The GPU of ``--gpu`` (by name) or ``--gpu-memory`` (a capacity), or ``None``."""
+    from estimator.fit.gpus import custom_gpu, find_gpu
+
+    if options.hardware.gpu is not None:
+        return find_gpu(options.hardware.gpu)
+    if options.hardware.gpu_memory is not None:
+        return custom_gpu(options.hardware.gpu_memory)
+    return None
+
+
+def _with_fit(rows: tuple[Row, ...], resolved: Resolved, options: Options, gpu: GPU) -> tuple[Row, ...]:
+    """Each row against ``gpu``; simulated rows are re-simulated for the largest batch and sequence."""
+    from estimator.fit.plan import Simulate, with_fit
+
+    shape = options.work.shape
+    simulators: dict[str, Simulate] = {}
+    if options.mode is not Mode.LOAD and options.parallel.strategy is None:  # per-GPU rows under a strategy: the verdict only
+        from estimator.peak.rows import simulate_row
+
+        for row in rows:
+            def simulate(b: int, s: int, row: Row = row) -> Row:
+                work = replace(options.work, shape=replace(shape, batch_size=b, seq_len=s))
+                result = simulate_row(resolved, options.load, work, options.hardware, DType.parse(row.dtype, option="dtypes"))
+                return replace(row, peak_bytes=result.peak_bytes, components=dict(result.components),
+                               runtime_overhead=result.allocator_overhead, method=result.method)
+
+            simulators[str(row.dtype)] = simulate
+    text = resolved.library is not Library.TIMM
+    limit = max_positions(resolved.config) if text else None
+    if limit is not None:
+        limit = max(1, limit - (shape.max_new_tokens if options.mode is Mode.INFERENCE else 0))
+    return with_fit(rows, mode=options.mode.value, gpu=gpu, batch_size=shape.batch_size, seq_len=shape.text_len,
+                    simulators=simulators, seq_limit=limit, vary_seq=text)
 
 
 def _architecture(resolved: Resolved) -> str | None:

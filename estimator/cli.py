@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--revision", default=None, help="branch, tag or commit (default: main)")
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the login cache)")
     parser.add_argument("--trust-remote-code", "--trust_remote_code", action="store_true", help="allow running the model repo's own code")
-    parser.add_argument("--mode", default="load", help="load, inference or training (default: load)")
+    parser.add_argument("--mode", default="load", help="load, inference, training or serving (default: load)")
     parser.add_argument("--batch-size", default=1, help="batch size (default: 1)")
     parser.add_argument("--seq-len", default=None, help="sequence length for text models")
     parser.add_argument("--image-size", default=None, help="image size for vision models (default: from the config)")
@@ -47,7 +47,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gradient-checkpointing", action="store_true", help="training: recompute activations")
     parser.add_argument("--lora-rank", default=None, help="training: LoRA rank")
     parser.add_argument("--lora-targets", default=None, help="training: comma-separated module names for LoRA")
-    parser.add_argument("--gpu", default=None, help="a GPU name: adds whether it fits")
+    parser.add_argument("--gpu", default=None, help="a GPU name (T4, L4, A10G, RTX 4090, A100-80GB, H100-80GB, H200, B200, ...): "
+                                                    "whether each row fits it, and the largest batch and context that do (GGUF repos: how many layers llama.cpp can offload to it)")
+    parser.add_argument("--gpu-memory", default=None, help="instead of --gpu: a GPU's memory, e.g. 24GiB or 80GB")
+    gguf = parser.add_argument_group("GGUF files (llama.cpp)")
+    gguf.add_argument("--ctx", default=None, help="context length, llama.cpp's -c (default: the model's training context, as llama.cpp's -c 0)")
+    gguf.add_argument("--cache-type", default="f16", help="KV cache type for K and V, llama.cpp's -ctk/-ctv: f16 f32 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1 (default: f16)")
+    gguf.add_argument("--cache-type-v", default=None, help="V cache type when it differs from --cache-type (llama.cpp's -ctv)")
+    gguf.add_argument("--flash-attn", default="auto", help="on, off or auto, llama.cpp's -fa (default: auto)")
+    gguf.add_argument("--n-gpu-layers", default=None, help="layers on the GPU, llama.cpp's -ngl; all or -1 for every layer (default: as many as fit --gpu, else 0)")
+    gguf.add_argument("--gguf-file", default=None, help="one GGUF file (or its quantization, e.g. Q4_K_M) of the repo (default: every file, one row each)")
+    serving = parser.add_argument_group("serving (--mode serving; vLLM's options and defaults)")
+    serving.add_argument("--gpu-memory-utilization", default=0.9, help="share of the GPU's memory vLLM may use (default: 0.9)")
+    serving.add_argument("--max-model-len", default=None, help="tokens per request (default: the config's max_position_embeddings)")
+    serving.add_argument("--max-num-seqs", default=None, help="requests per step (default: vLLM's, 1024 on GPUs of 70 GiB or more but A100, else 256)")
+    serving.add_argument("--max-num-batched-tokens", default=None,
+                         help="tokens per step, the profile run's size (default: vLLM's, 8192 on GPUs of 70 GiB or more but A100, else 2048)")
+    serving.add_argument("--kv-cache-dtype", default="auto", help="auto (the model's dtype) or fp8 (default: auto)")
+    serving.add_argument("--block-size", default=16, help="tokens per KV-cache block (default: 16)")
+    parser.add_argument("--gpus", default=1, help="GPUs per node (default: 1); more than 1 needs --strategy")
+    parser.add_argument("--nodes", default=1, help="nodes (default: 1)")
+    parser.add_argument("--strategy", default=None, help="ddp, zero1, zero2, zero3, fsdp (training) or tp (inference): figures per GPU")
+    parser.add_argument("--offload", default="none", help="ZeRO: none, optimizer or optimizer+params (default: none)")
     parser.add_argument("--format", default="table", help="table, json, csv or markdown (default: table)")
     parser.add_argument("--cross-check", action="store_true", help="also build the model on meta and compare with the checkpoint's headers")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each Hub call (default: 10)")
@@ -70,9 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.model, library=args.library, dtypes=args.dtypes, mode=args.mode, batch_size=args.batch_size,
             seq_len=args.seq_len, image_size=args.image_size, max_new_tokens=args.max_new_tokens, device=args.device,
             optimizer=args.optimizer, pure_16bit=args.pure_16bit, gradient_checkpointing=args.gradient_checkpointing,
-            lora_rank=args.lora_rank, lora_targets=args.lora_targets, gpu=args.gpu, revision=args.revision,
+            lora_rank=args.lora_rank, lora_targets=args.lora_targets, gpu=args.gpu, gpu_memory=args.gpu_memory, revision=args.revision,
             token=args.token, trust_remote_code=args.trust_remote_code, cross_check=args.cross_check, timeout=args.timeout,
-            bnb_compute_dtype=args.bnb_compute_dtype,
+            bnb_compute_dtype=args.bnb_compute_dtype, ctx=args.ctx, cache_type=args.cache_type, cache_type_v=args.cache_type_v,
+            flash_attn=args.flash_attn, n_gpu_layers=args.n_gpu_layers, gguf_file=args.gguf_file,
+            gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens, kv_cache_dtype=args.kv_cache_dtype, block_size=args.block_size,
+            gpus=args.gpus, nodes=args.nodes, strategy=args.strategy, offload=args.offload,
         )
         text = render(result, output_format)
     except BaseException as exc:  # the one place every failure becomes a user message

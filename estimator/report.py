@@ -19,7 +19,8 @@ def _cells(estimate: Estimate) -> list[list[str]]:
     for row in estimate.rows:
         cells = [row.dtype, format_bytes(row.largest_layer_bytes), format_bytes(row.total_bytes), format_bytes(row.training_adam_bytes)]
         if estimate.mode != "load":
-            cells.append(format_bytes(row.peak_bytes))
+            peak = format_bytes(row.peak_bytes)
+            cells.append(peak if row.cpu_bytes is None else f"{peak} (+ {format_bytes(row.cpu_bytes)} CPU per node)")
         rows.append(cells)
     return rows
 
@@ -27,7 +28,9 @@ def _cells(estimate: Estimate) -> list[list[str]]:
 def _header(estimate: Estimate) -> list[str]:
     header = list(COLUMNS)
     if estimate.mode != "load":
-        header.append(f"Peak ({estimate.mode})")
+        strategy = estimate.options.get("strategy")
+        world = (estimate.options.get("gpus") or 1) * (estimate.options.get("nodes") or 1)
+        header.append(f"Peak ({estimate.mode}, per GPU: {world} x {strategy})" if strategy else f"Peak ({estimate.mode})")
     return header
 
 
@@ -45,6 +48,36 @@ def _notes(estimate: Estimate) -> list[str]:
     return lines
 
 
+def _fit_lines(estimate: Estimate) -> list[str]:
+    """One line per row fitted to a GPU (``--gpu``): the verdict, what it counts, the largest batch and sequence."""
+    lines = []
+    for row in estimate.rows:
+        fit = row.fit
+        if fit is None:
+            continue
+        head = f"{row.dtype} on {fit['gpu']} ({format_bytes(fit['capacity_bytes'])} for PyTorch): "
+        if fit["fits"] is None:
+            lines.append(head + "unknown (no figure to compare)")
+            continue
+        room = fit["headroom_bytes"]
+        verdict = f"fits, {format_bytes(room)} free" if fit["fits"] else f"does not fit, {format_bytes(-room)} short"
+        extra = [f"needs {format_bytes(fit['needed_bytes'])} with the CUDA runtime"]
+        shape = estimate.options
+        if fit.get("max_batch_size") is not None:
+            extra.append(f"largest batch at {shape.get('seq_len') or '?'} tokens: {fit['max_batch_size']:,}"
+                         if fit.get("max_seq_len") is not None or shape.get("seq_len") else f"largest batch: {fit['max_batch_size']:,}")
+        elif fit.get("batch_boundary") is not None:
+            extra.append("not even batch 1 fits")
+        if fit.get("max_seq_len") is not None:
+            step = (fit.get("seq_boundary") or {}).get("step", 1)
+            extra.append(f"longest sequence at batch {shape.get('batch_size', 1)}: {fit['max_seq_len']:,}"
+                         + (f" (in steps of {step} tokens)" if step > 1 else ""))
+        if fit.get("warning"):
+            extra.append(fit["warning"])
+        lines.append(head + verdict + " (" + "; ".join(extra) + ")")
+    return lines
+
+
 def to_table(estimate: Estimate) -> str:
     header = _header(estimate)
     body = _cells(estimate)
@@ -56,6 +89,7 @@ def to_table(estimate: Estimate) -> str:
 
     parts = [_title(estimate), line, fmt(header), line, *(fmt(r) for r in body), line]
     parts.append("Sizes in binary units (1 GiB = 1024^3 bytes). Training = weights + gradients + AdamW states; activations not included.")
+    parts.extend(_fit_lines(estimate))
     parts.extend(_notes(estimate))
     return "\n".join(parts)
 
@@ -66,7 +100,7 @@ def to_markdown(estimate: Estimate) -> str:
     lines.extend("| " + " | ".join(cells) + " |" for cells in _cells(estimate))
     lines.append("")
     lines.append("Binary units (1 GiB = 1024³ bytes). Training = weights + gradients + AdamW states; activations not included.")
-    notes = _notes(estimate)
+    notes = _fit_lines(estimate) + _notes(estimate)
     if notes:
         lines.append("")
         lines.extend(f"- {note}" for note in notes)

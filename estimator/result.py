@@ -38,6 +38,12 @@ class Row:
     components: dict[str, int] = field(default_factory=dict)
     runtime_overhead: dict[str, int] | None = None
     notes: tuple[str, ...] = ()
+    # with a GPU (--gpu / --gpu-memory): whether this row fits it, and the largest batch and
+    # context that do (estimator.fit.plan); None without one
+    fit: dict[str, Any] | None = None
+    offload: dict[str, int] | None = None  # GGUF inference with a GPU or n_gpu_layers: llama.cpp's layer split
+    serving: dict[str, Any] | None = None  # mode "serving": the vLLM-style plan (estimator.serving.plan.ServingPlan.to_dict)
+    cpu_bytes: int | None = None  # several GPUs with ZeRO offload: host memory per node (docs/parallel.md)
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
@@ -46,7 +52,7 @@ class Row:
             raise ValueError(f"components of the {self.dtype} row do not add up to peak_bytes")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "dtype": str(self.dtype),
             "total_bytes": self.total_bytes,
             "largest_layer_bytes": self.largest_layer_bytes,
@@ -54,9 +60,16 @@ class Row:
             "peak_bytes": self.peak_bytes,
             "components": dict(self.components),
             "runtime_overhead": None if self.runtime_overhead is None else dict(self.runtime_overhead),
+            "cpu_bytes": self.cpu_bytes,
             "method": self.method,
             "notes": list(self.notes),
+            "fit": None if self.fit is None else dict(self.fit),
         }
+        if self.offload is not None:  # only GGUF rows with a GPU split carry it (docs/CONTRACT.md)
+            out["offload"] = dict(self.offload)
+        if self.serving is not None:  # only mode "serving" rows carry it (docs/CONTRACT.md)
+            out["serving"] = dict(self.serving)
+        return out
 
 
 @dataclass(frozen=True)
@@ -109,13 +122,24 @@ class Estimate:
                 "training_adam_bytes": row.training_adam_bytes,
                 "peak_bytes": row.peak_bytes,
             }
+            if row.cpu_bytes is not None:
+                record["cpu_bytes"] = row.cpu_bytes
             for key, value in row.components.items():
                 record[f"component_{key}"] = value
+            if row.fit is not None:  # with a GPU: the verdict and the largest batch / sequence
+                record.update(fit_gpu=row.fit["gpu"], fit_needed_bytes=row.fit["needed_bytes"], fits=row.fit["fits"],
+                              max_batch_size=row.fit["max_batch_size"], max_seq_len=row.fit["max_seq_len"])
+            for key, value in (row.serving or {}).items():  # mode "serving": the plan, one column per figure
+                record[f"serving_{key}"] = value
             record["method"] = row.method
             record["notes"] = "; ".join(row.notes)
             records.append(record)
         frame = pd.DataFrame.from_records(records)
         for column in frame.columns:
-            if column.endswith("_bytes") or column.startswith("component_"):
+            if column.endswith("_bytes") or column.startswith("component_") or column in ("max_batch_size", "max_seq_len"):
                 frame[column] = frame[column].astype("Int64")
+            elif column.startswith("serving_"):  # counts stay integers beside rows without a plan
+                values = [v for row in self.rows if row.serving for v in [row.serving.get(column[len("serving_"):])]]
+                if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                    frame[column] = frame[column].astype("Int64")
         return frame

@@ -6,7 +6,10 @@ fixture-repo files) plus *virtual* files whose bytes are generated on demand:
 * header-only safetensors: 8-byte little-endian header length + JSON header (``__metadata__`` +
   dtype/shape/data_offsets per tensor, padded with spaces to a multiple of 8) followed by zero bytes up
   to the full declared size. Shapes come from ``tests/hub_data/shapes/*.json`` (make_shapes.py);
-* declared-size blobs (GGUF): a GGUF v3 magic, zero tensor/kv counts, then zeros.
+* declared-size blobs (GGUF): a GGUF v3 magic, zero tensor/kv counts, then zeros;
+* GGUF files (``gguf_headers``): a real header written by gguf-py (``tests/hub_data/gguf/<repo>/<file>.header``,
+  made by ``testkit/gguf_models.py``), then zeros up to the size the header implies (``tests/hub_data/gguf/manifest.json``):
+  valid GGUF files whose tensors are all zeros.
 
 A repo's ``overlay`` folder (``hub_data/reconstructed/<org>/<name>/``) is served on top of its ``dir``; its
 ``reconstructed`` list (plus every shard named by a reconstructed index) is model_info's
@@ -191,6 +194,12 @@ def load_repo(meta: dict[str, Any]) -> Repo:
                 repo.reconstructed += sorted(shards)  # shard names/contents follow the reconstructed index
     for path, size in (meta.get("virtual_files") or {}).items():
         repo.files[path] = gguf_file(path, size, repo_id)
+    if meta.get("gguf_headers"):
+        sizes = json.loads((DATA_DIR / "gguf" / "manifest.json").read_text())[repo_id]
+        for path, size in sizes.items():
+            prefix = (DATA_DIR / "gguf" / repo_id / f"{path}.header").read_bytes()
+            digest = hashlib.sha256(f"{repo_id}:{path}:".encode() + prefix).hexdigest()
+            repo.files[path] = RepoFile(path=path, size=size, prefix=prefix, sha256=digest)
     repo.files = dict(sorted(repo.files.items()))
     if meta.get("model_info_base"):
         recorded = json.loads((DATA_DIR / meta["model_info_base"]).read_text())

@@ -63,16 +63,16 @@ def _via_core(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _via_app(case: dict[str, Any]) -> dict[str, Any]:
-    import gradio as gr
+    import html
+    import re
 
     from estimator_app import form, handlers
 
     fields = form.to_fields(form.FormState(model=case["model"], **{k: tuple(v) if isinstance(v, list) else v for k, v in case.get("kwargs", {}).items()}))
-    try:
-        out = handlers.run_form(*fields, case.get("token") or "", progress=lambda *a, **k: None)
-    except gr.Error as exc:
-        return {"error": "gr.Error", "message": str(exc.message), "exit": None}
+    out = handlers.run_form(*fields, case.get("token") or "", None, progress=lambda *a, **k: None)
     shown = dict(zip(handlers.OUTPUTS, out, strict=True))
+    if shown["status"]:  # the page's one message for a refused request
+        return {"error": "page", "message": html.unescape(re.sub(r"<[^>]+>", "", shown["status"])), "exit": None}
     return {"ok": shown["last"].to_dict(), "summary": shown["summary"], "files": [shown["csv"], shown["json"]]}
 
 

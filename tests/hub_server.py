@@ -69,9 +69,11 @@ Fault-mode repos (``estimator-test/``; each has a tiny Llama config.json unless 
 * ``tiny-llama``: hidden 64, 2 layers, vocab 1000, untied, real-shape F32 header-only model.safetensors;
   ``tiny-llama-mismatch``: same config, but the header declares ``model.layers.1.mlp.up_proj.weight``
   as [100, 64] instead of [128, 64].
-* ``gguf-only``: library_name ``gguf``, tag ``gguf``, model_info ``gguf`` {total, architecture,
-  context_length}; files ``tiny-Q4_K_M.gguf``, ``tiny-Q8_0.gguf``, ``tiny-F16.gguf`` with declared sizes
-  (tree listing, HEAD Content-Length/X-Linked-Size); no config.json.
+* ``gguf-only``: library_name ``gguf``, tag ``gguf``, model_info ``gguf`` {architecture, context_length};
+  files ``tiny-Q4_K_M.gguf``, ``tiny-Q8_0.gguf`` and ``tiny-F16-0000{1,2}-of-00002.gguf``: a tiny Llama
+  llama.cpp loads, real GGUF headers written by gguf-py then zero tensor data (Range requests answered);
+  no config.json. ``gguf-gemma3`` (sliding-window layers), ``gguf-qwen3moe`` (MoE), ``gguf-deepseek2`` (MLA) and
+  ``Meta-Llama-3.1-8B-Instruct-GGUF`` (8B shapes, header only) alike (``testkit/gguf_models.py``).
 * ``remote-code``: config with ``auto_map`` and unknown model_type ``standin_mystery``; its .py files raise
   if executed.
 

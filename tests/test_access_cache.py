@@ -96,14 +96,14 @@ def test_public_repos_keep_their_one_request_repeat(core: dict[str, Any]) -> Non
 def test_the_page_shows_the_refusal_to_visitors_without_access(page: dict[str, Any]) -> None:
     approved, anonymous, unapproved, again = page["results"][:4]
     assert approved["ok"]["rows"][0]["total_bytes"] > 0 and GATED in approved["summary"]
-    assert anonymous == {**anonymous, "error": "gr.Error", "exit": None}
+    assert anonymous == {**anonymous, "error": "page", "exit": None}
     assert "is gated: accept its conditions" in anonymous["message"] and "“Hub token”" in anonymous["message"]
-    assert unapproved["error"] == "gr.Error" and "not on its access list" in unapproved["message"]
+    assert unapproved["error"] == "page" and "not on its access list" in unapproved["message"]
     assert again["ok"] == approved["ok"] and again["files"] == approved["files"]
     p_approved, p_anonymous, p_unapproved, p_again = page["results"][4:8]
     assert p_approved["ok"]["rows"][0]["total_bytes"] > 0 and p_again["ok"] == p_approved["ok"]
     for refused in (p_anonymous, p_unapproved):
-        assert refused["error"] == "gr.Error" and "No model 'estimator-test/private-model'" in refused["message"], refused
+        assert refused["error"] == "page" and "No model 'estimator-test/private-model'" in refused["message"], refused
 
 
 def test_tokens_reach_no_log_cache_key_file_or_message(core: dict[str, Any], page: dict[str, Any]) -> None:

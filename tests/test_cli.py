@@ -39,7 +39,7 @@ def test_local_folder_json_with_no_network(tmp_path: Path) -> None:
     fp32, bf16, int4 = data["rows"]
     assert fp32["total_bytes"] > bf16["total_bytes"] > 0 and fp32["method"] == "exact"
     assert 0 < int4["total_bytes"] < bf16["total_bytes"] and int4["training_adam_bytes"] is None and int4["notes"]
-    assert set(fp32) == {"dtype", "total_bytes", "largest_layer_bytes", "training_adam_bytes", "peak_bytes", "components", "runtime_overhead", "method", "notes"}
+    assert set(fp32) == {"dtype", "total_bytes", "largest_layer_bytes", "training_adam_bytes", "peak_bytes", "components", "runtime_overhead", "method", "notes", "fit", "cpu_bytes"}
     assert fp32["peak_bytes"] is None and fp32["components"] == {}
 
 
@@ -65,9 +65,9 @@ def test_table_csv_markdown(tmp_path: Path) -> None:
         (LLAMA, ("--dtypes", "float64"), 2, "--dtypes must be one of"),
         (LLAMA, ("--format", "yaml"), 2, "--format must be one of"),
         (LLAMA, ("--batch-size", "0"), 2, "--batch-size must be between"),
-        (LLAMA, ("--gpu", "L4"), 2, "not available yet"),
+        (LLAMA, ("--gpu", "Voodoo 5"), 2, "is not a GPU we know"),
     ],
-    ids=["absurd-size", "bad-json", "wrong-type", "unknown-type", "remote-code", "bad-dtype", "bad-format", "bad-batch", "mode-later"],
+    ids=["absurd-size", "bad-json", "wrong-type", "unknown-type", "remote-code", "bad-dtype", "bad-format", "bad-batch", "unknown-gpu"],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, config: object, args: tuple[str, ...], status: int, message: str) -> None:
     started = time.perf_counter()

@@ -22,7 +22,7 @@ def test_every_contract_option_is_a_cli_option() -> None:
 
 def test_vocabularies_match() -> None:
     assert [d.value for d in DType] == ["float32", "float16", "bfloat16", "float8", "int8", "int4"]
-    assert [m.value for m in Mode] == ["load", "inference", "training"]
+    assert [m.value for m in Mode] == ["load", "inference", "training", "serving"]
     assert [d.value for d in Device] == ["cuda", "cpu"]
     assert [o.value for o in Optimizer] == ["adamw", "sgd", "adafactor", "adamw8bit"]
     assert [f.value for f in OutputFormat] == ["table", "json", "csv", "markdown"]

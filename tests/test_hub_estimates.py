@@ -153,11 +153,11 @@ def test_timm_repo(results: dict[str, dict[str, Any]]) -> None:
 
 
 def test_gguf_only_repo_gives_a_row_per_file(results: dict[str, dict[str, Any]]) -> None:
-    repos = json.loads((DATA / "repos.json").read_text())["repos"]
-    declared = next(r for r in repos if r["id"] == "estimator-test/gguf-only")
-    files = declared["virtual_files"]
+    """One row per quantization, the two parts of the split F16 file in one row (byte counts: tests/test_gguf.py)."""
+    sizes = json.loads((DATA / "gguf" / "manifest.json").read_text())["estimator-test/gguf-only"]
     rows = {row["dtype"]: row["total_bytes"] for row in ok(results, "gguf")["rows"]}
-    assert rows == {"Q4_K_M": files["tiny-Q4_K_M.gguf"], "Q8_0": files["tiny-Q8_0.gguf"], "F16": files["tiny-F16.gguf"]}
+    assert set(rows) == {"Q4_K_M", "Q8_0", "F16"}
+    assert rows["Q4_K_M"] < sizes["tiny-Q4_K_M.gguf"] and rows["F16"] < sizes["tiny-F16-00001-of-00002.gguf"] + sizes["tiny-F16-00002-of-00002.gguf"]
     assert ok(results, "gguf")["library"] == "gguf"
 
 
@@ -216,12 +216,11 @@ def test_stored_answer_imports_neither_torch_nor_transformers(hub_server: str) -
 
 
 def test_gguf_only_repo_refuses_the_modes_it_does_not_compute(hub_server: str) -> None:
-    """Issue 18: a GGUF-only repo asked for inference or training is refused, not answered with load rows."""
-    for mode in ("inference", "training"):
-        refused = cli(hub_server, "estimator-test/gguf-only", "--mode", mode, "--format", "json")
-        assert refused.returncode == 2 and refused.stdout == "", refused.stderr
-        line = refused.stderr.strip()
-        assert len(line.splitlines()) == 1 and "GGUF" in line and f"--mode {mode} is not available" in line and "--mode load" in line
+    """Issue 18: a GGUF-only repo asked for training is refused, not answered with load rows (inference: tests/test_gguf.py)."""
+    refused = cli(hub_server, "estimator-test/gguf-only", "--mode", "training", "--format", "json")
+    assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+    line = refused.stderr.strip()
+    assert len(line.splitlines()) == 1 and "GGUF" in line and "--mode training is not available" in line and "--mode load or inference" in line
 
 
 def test_gguf_only_options_say_what_was_computed(hub_server: str) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from estimator.api import estimate
 from estimator.errors import BadOptionError, Option, RemoteCodeRequiredError, UnsupportedError
 from estimator.messages import CLI, Wording, user_message
 from estimator.options import (
@@ -59,7 +62,7 @@ def test_shaping_names_only_what_shaped_the_result() -> None:
     [
         ({"seq_len": 0}, "seq_len", "--seq-len must be between 1 and 16,777,216; got 0."),
         ({"batch_size": "many"}, "batch_size", "--batch-size must be an integer; got 'many'."),
-        ({"mode": "bogus"}, "mode", "--mode must be one of load, inference, training; got 'bogus'."),
+        ({"mode": "bogus"}, "mode", "--mode must be one of load, inference, training, serving; got 'bogus'."),
         ({"dtypes": ""}, "dtypes", "--dtypes needs at least one of"),
         ({"max_new_tokens": True}, "max_new_tokens", "--max-new-tokens must be an integer; got True."),
     ],
@@ -77,8 +80,8 @@ def test_bad_options_carry_the_option_and_each_adapter_words_it(kwargs: dict[str
 
 
 def test_unsupported_combinations_are_refused_before_any_work() -> None:
-    with pytest.raises(UnsupportedError, match=r"^--gpu is not available yet\.$") as caught:
-        parse_options(lora_rank=8, gpu="H100")
+    with pytest.raises(BadOptionError, match=r"^--gpu asks whether the model fits a GPU, which needs --device cuda") as caught:
+        parse_options(mode="inference", gpu="H100", device="cpu")
     assert caught.value.option == "gpu"
     with pytest.raises(BadOptionError, match=r"^--lora-targets needs --lora-rank") as bad:
         parse_options(mode="training", lora_targets="q_proj")

@@ -8,8 +8,9 @@ live when it began (weights, inputs). Both run with this process's thread count.
 
 Where oneDNN runs bfloat16 with AVX-512 (the weight-gradient scratchpad of its convolutions and the
 float32 accumulator of its ``gemm:jit:bf16`` matmul are modelled exactly) the two agree to the
-byte (but for the 1x1 convolution with a grad input, a known gap, marked); on any other CPU these rules give
-nothing, and the simulation must still be within 2% of what runs there.
+byte (but for the 1x1 convolution with a grad input, a known gap, marked); where the CPU has bfloat16
+instructions, oneDNN's matmuls are ``brgemm`` kernels, not modelled (marked, and never simulated high);
+on any other CPU these rules give nothing, and the simulation must still be within 2% of what runs there.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ CASES: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], int]] = {
 # convolutions are 27-58% low (the 1x1 one 68% high) and bmm 25% high; the Linear and baddbmm
 # cases are exact.
 NATIVE_GAPS = frozenset({"patch_embed", "stem_3x3", "conv_3x3", "conv_1x1", "bmm"})
+# CPUs with bfloat16 instructions (avx512_bf16, AMX) run these in oneDNN's brgemm kernels instead of
+# gemm:jit:bf16, whose buffers are not modelled: measured on an AMD EPYC with avx512_bf16 (2 threads),
+# 14-78% low (vit_mlp 249,348 vs 357,508; baddbmm 3,392 vs 15,320).
+MATMULS = frozenset({"vit_mlp", "odd_linear", "bmm", "baddbmm"})
 
 
 def measure(case: str, threads: int) -> int:
@@ -129,6 +134,12 @@ _KNOWN_GAP = pytest.mark.xfail(
 def test_bf16_step_matches_the_allocator(case: str) -> None:
     truth, sim = measured(case), simulated(case)
     slack = CASES[case][2]
+    if onednn_avx512_bf16() and case in MATMULS and not workspace._onednn_bf16_gemm():
+        # avx512_bf16 / AMX: oneDNN's brgemm matmul, whose buffers are not modelled (estimator/peak/workspace.py);
+        # the model then counts no accumulator, so it can only be low
+        assert sim <= truth, (case, sim, truth)
+        pytest.xfail(f"{case}: oneDNN's brgemm bfloat16 matmul here (avx512_bf16/AMX), its buffers not modelled "
+                     f"({sim:,} simulated, {truth:,} measured)")
     if onednn_avx512_bf16():
         assert abs(sim - truth) <= slack, (case, sim, truth)
     elif case in NATIVE_GAPS:  # checked by test_the_rules_apply_only_to_onednn_avx512_bf16 there

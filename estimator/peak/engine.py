@@ -47,7 +47,7 @@ from estimator.peak.formula import formula_components
 from estimator.peak.inputs import workload_for
 from estimator.peak.layers import SAMPLE_LAYERS, extrapolate, layer_count
 from estimator.peak.materialize import materialize
-from estimator.peak.steps import OUTPUTS_KEPT, StepPeak, simulate_step
+from estimator.peak.steps import AFTER, OUTPUTS_KEPT, StepPeak, simulate_step
 from estimator.peak.tracker import PeakSnapshot
 from estimator.peak.training import LoraTargetsError, Recipe, prepare
 
@@ -76,6 +76,10 @@ class PeakResult:
     # training: the peak of a hand-written loop that keeps the model's outputs alive through
     # backward() and the optimizer step (the simulated loop, Trainer's, keeps only the loss)
     outputs_kept_bytes: int | None = None
+    # device="cuda": what PyTorch's caching allocator adds on top (estimator.peak.cuda_allocator):
+    # allocator_rounding (allocated peak after rounding - peak_bytes) and reserved_extra (reserved
+    # peak - allocated peak); never inside peak_bytes
+    allocator_overhead: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_bytes:
@@ -108,7 +112,10 @@ def simulate_peak(
     :func:`~estimator.peak.formula.formula_components` with ``method="formula"`` and a note.
     With ``extrapolate_layers`` (default), a decoder with many alike layers is simulated with 2,
     3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.layers`);
-    otherwise the full model is simulated. ``recipe`` (training only) says how the step is run
+    otherwise the full model is simulated. Only a full simulation gives ``allocator_overhead``
+    (the caching allocator's figures are not linear in the layers: segment packing makes them
+    jump, and a line through 2, 3 and 4 layers was off by up to 5x on Llama-3.1-8B); the fit
+    stage asks for one. ``recipe`` (training only) says how the step is run
     (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.training`);
     by default a full float32-style step with AdamW in the model's dtype.
     """
@@ -131,10 +138,13 @@ def simulate_peak(
         if found is not None:
             phases, notes = found
             note = f"{n_layers} alike layers: simulated with {SAMPLE_LAYERS} layers, extrapolated (exactly linear)"
+            if device == "cuda":
+                note += ("; the caching allocator's rounding and cached blocks are replayed over a whole model only "
+                         "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
             return _result(phases, (*notes, *counted, note))
     try:
-        phases, notes = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe)
-        return _result(phases, (*notes, *counted))
+        phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe)
+        return _result(phases, (*notes, *counted), overhead)
     except LoraTargetsError:
         raise
     except Exception as exc:  # the model's code could not run on fake tensors
@@ -148,19 +158,31 @@ def simulate_peak(
         return PeakResult(sum(comps.values()), comps, "formula", (note,))
 
 
+_LORA_COUNTS: dict[tuple[str, str, int, tuple[str, ...] | None], int] = {}  # the fit solver asks again per shape
+
+
 def _trainable_note(model: nn.Module, recipe: Recipe) -> str:
-    """How many parameters the step trains, counted on the whole model (LoRA: peft's adapters on a copy)."""
+    """How many parameters the step trains, counted on the whole model (LoRA: peft's adapters on a
+    copy, once per model config, rank and targets)."""
     import copy
 
     if recipe.lora_rank is None:
         count = sum({id(p): p.numel() for p in model.parameters() if p.requires_grad}.values())
-    else:
+        return f"{count:,} trainable parameters"
+    to_json = getattr(getattr(model, "config", None), "to_json_string", None)
+    key = None if to_json is None else (type(model).__qualname__, to_json(use_diff=False), recipe.lora_rank, recipe.lora_targets)
+    if key is None or key not in _LORA_COUNTS:
         adapted = prepare(copy.deepcopy(model), Recipe(lora_rank=recipe.lora_rank, lora_targets=recipe.lora_targets))
         count = sum({id(p): p.numel() for p in adapted.parameters() if p.requires_grad}.values())
-    return f"{count:,} trainable parameters"
+        if key is None:
+            return f"{count:,} trainable parameters"
+        if len(_LORA_COUNTS) >= 64:
+            _LORA_COUNTS.pop(next(iter(_LORA_COUNTS)))
+        _LORA_COUNTS[key] = count
+    return f"{_LORA_COUNTS[key]:,} trainable parameters"
 
 
-def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:
+def _result(phases: Phases, notes: tuple[str, ...], overhead: dict[str, int] | None = None) -> PeakResult:
     step = StepPeak(phases, notes)
     name, snap = step.phase, step.peak
     extra = []
@@ -175,19 +197,36 @@ def _result(phases: Phases, notes: tuple[str, ...]) -> PeakResult:
             "simulated loop: transformers' Trainer (only the loss outlives the forward); keeping `outputs` alive through "
             "backward() and the optimizer step does not change this peak"
         )
-    if "decode" in phases and name != "decode":
-        kv = phases["decode"].components.get(Component.KV_CACHE.value, 0)
-        extra.append(f"KV cache for the whole context, at the last decode step: {kv:,} bytes ({phases['decode'].peak_bytes:,} bytes live then)")
+    if "decode" in phases:
+        extra.append(_decode_cache_note(phases, name))
     return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, *extra, f"peak in phase: {name}"),
-                      outputs_kept_bytes=None if kept is None else max(kept.peak_bytes, snap.peak_bytes))
+                      outputs_kept_bytes=None if kept is None else max(kept.peak_bytes, snap.peak_bytes),
+                      allocator_overhead=overhead)
+
+
+def _decode_cache_note(phases: Phases, name: str) -> str:
+    """The cache as the last decode step leaves it, and at that step's peak instant, where
+    ``DynamicLayer.update``'s ``torch.cat`` still holds one layer's old keys or values (the context
+    less one token) beside the new ones until it replaces them."""
+    at_peak = phases["decode"].components.get(Component.KV_CACHE.value, 0)
+    after = phases.get(AFTER + "decode")
+    held = at_peak if after is None else after.components.get(Component.KV_CACHE.value, 0)
+    note = f"KV cache for the whole context, at the last decode step: {held:,} bytes"
+    if held != at_peak:
+        note += (f"; at that step's peak {at_peak:,} bytes are cache ({at_peak - held:+,}: torch.cat in the cache's "
+                 "update holds a layer's old keys or values until the new ones replace them)")
+    if name != "decode":
+        note += f" ({phases['decode'].peak_bytes:,} bytes live at that step's peak)"
+    return note
 
 
 def _run(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int, recipe: Recipe,
-) -> tuple[Phases, tuple[str, ...]]:
+) -> tuple[Phases, tuple[str, ...], dict[str, int] | None]:
     """One full simulation by the engine (:func:`~estimator.peak.steps.simulate_step`): the peak
-    of each phase of the step, and notes; raises where the model's code fails."""
+    of each phase of the step, notes and the CUDA allocator's overheads (``None`` on cpu); raises
+    where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
@@ -208,14 +247,39 @@ def _run(
             pack_weights(model, fake_mode, device=device)
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
                              optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None)
-        return step.phases, step.notes + notes + _uncounted(model, mode, device)
+        return step.phases, step.notes + notes + _uncounted(model, mode, device), _allocator_overhead(step)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
-        gc.collect()
+        _collect()
+
+
+_frozen = False
+
+
+def _collect() -> None:
+    """Free the simulation's reference cycles now. A full collection walks every object of the
+    process (transformers' and torch's modules: most of a second), so after the first one what is
+    left — the libraries — is moved out of the collector's sight (``gc.freeze``), and the next
+    collections walk only what later simulations made (the fit solver runs dozens)."""
+    global _frozen
+    gc.collect()
+    if not _frozen:
+        gc.freeze()
+        _frozen = True
+
+
+def _allocator_overhead(step: StepPeak) -> dict[str, int] | None:
+    """What the caching allocator adds to the step's peak of live bytes (see :class:`PeakResult`)."""
+    if step.allocator is None:
+        return None
+    live = step.peak.peak_bytes
+    allocated = max(step.allocator.allocated_peak, live)
+    return {"allocator_rounding": allocated - live, "reserved_extra": max(0, step.allocator.reserved_peak - allocated)}
 
 
 def _uncounted(model: nn.Module, mode: Mode, device: Device) -> tuple[str, ...]:
     """Notes on memory the simulation does not count (see docs/peak.md)."""
     if device == "cuda":
-        return ("not in peak_bytes: allocator rounding, CUDA context, cuBLAS/cuDNN workspaces",)
+        return ("not in peak_bytes (see runtime_overhead): the caching allocator's rounding and cached blocks, the CUDA context, "
+                "cuBLAS workspaces; cuDNN and fused-kernel workspaces are not modelled",)
     return ()

@@ -79,21 +79,24 @@ def with_layers(model: nn.Module, k: int) -> nn.Module:
 
 
 def extrapolate(
-    model: nn.Module, n_layers: int, simulate: Callable[[nn.Module], Any]
+    model: nn.Module, n_layers: int, simulate: Callable[[nn.Module], Any], sizes: tuple[int, int, int] = SAMPLE_LAYERS,
 ) -> tuple[dict[str, PeakSnapshot], tuple[str, ...]] | None:
     """Per-phase peaks for ``n_layers`` and notes; ``None`` if some phase is not linear.
 
-    ``simulate(model) -> (phases, notes)`` runs the full simulation of a model, ``phases`` mapping
-    each phase of the step (forward+backward, optimizer step, prefill, decode) to its peak.
+    ``simulate(model) -> (phases, notes[, ...])`` runs the full simulation of a model, ``phases`` mapping
+    each phase of the step (forward+backward, optimizer step, prefill, decode) to its peak (what it
+    returns beside them, such as the CUDA allocator's overheads, is not extrapolated: segment
+    packing makes those figures noisy in the layer count, so they come from a whole model only).
     Each phase is extrapolated on its own, so a phase that is smaller with few layers but grows
-    faster (activations vs optimizer temporaries) still wins at ``n_layers``.
+    faster (activations vs optimizer temporaries) still wins at ``n_layers``. ``sizes``: the three
+    consecutive layer counts simulated (FSDP uses 3, 4, 5: with 2 blocks its peak sits elsewhere).
     """
-    samples = [simulate(with_layers(model, k)) for k in SAMPLE_LAYERS]
+    samples = [simulate(with_layers(model, k)) for k in sizes]
     notes = samples[-1][1]
     names = set(samples[0][0])
     if any(set(s[0]) != names for s in samples):
         return None
-    steps = n_layers - SAMPLE_LAYERS[-1]
+    steps = n_layers - sizes[-1]
     result: dict[str, PeakSnapshot] = {}
     for name in names:
         s2, s3, s4 = (s[0][name] for s in samples)

@@ -23,22 +23,30 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.options import Device, DType, Library, Mode
 from estimator.result import Row
+from estimator.source.limits import position_field
 
 if TYPE_CHECKING:
+    from estimator.peak.engine import PeakResult
     from estimator.peak.training import Recipe
 
 if TYPE_CHECKING:
-    from estimator.options import HardwareSpec, LoadSpec, WorkSpec
+    from estimator.options import HardwareSpec, LoadSpec, ParallelSpec, WorkSpec
     from estimator.source.resolve import Resolved
 
 _SIMULATION_LOCK = threading.Lock()
+
+
+def simulation_lock() -> threading.Lock:
+    """The lock every simulation holds: ``device="cuda"`` swaps PyTorch's attention function while it runs."""
+    return _SIMULATION_LOCK
+
 _SIMULATED_DTYPES = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
 
 
@@ -49,7 +57,7 @@ def _why_not(dtype: DType, work: WorkSpec) -> str | None:
     if work.mode is Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
         if work.training.lora_rank is None:
             return (f"{dtype.value}: bitsandbytes-quantized weights are not trained directly (transformers refuses a "
-                    "purely quantized model); --lora-rank N simulates QLoRA; peak_bytes is null")
+                    "purely quantized model); a LoRA rank (lora_rank: the CLI's --lora-rank, the page's LoRA rank field) simulates QLoRA; peak_bytes is null")
         if dtype is DType.INT8:
             return ("int8: QLoRA on 8-bit weights is not simulated (int4 rows are): LLM.int8()'s matmul splits off the "
                     "outlier columns it finds in each batch (threshold 6.0), so its temporaries depend on the data, which "
@@ -114,13 +122,27 @@ def _linear_names(resolved: Resolved) -> list[str]:
     return [name for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) or type(m).__name__ == "Conv1D"]
 
 
-def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec) -> tuple[Row, ...]:
-    """Rows with ``peak_bytes`` and ``components`` for ``work.mode`` (inference or training).
+def position_note(config: dict[str, Any], work: WorkSpec) -> str | None:
+    """A note when the tokens of the step outrun the model's positions (``max_position_embeddings`` /
+    ``n_positions``, ... as :func:`estimator.source.limits.max_positions` reads them, the limit the fit
+    solver caps lengths at): fake tensors do not check the index, the real model would fail or degrade."""
+    found = position_field(config)
+    if found is None or work.shape.text_len + work.shape.max_new_tokens <= found[1]:
+        return None
+    key, limit = found
+    return (f"warning: sequence length {work.shape.text_len:,}" + (f" + {work.shape.max_new_tokens:,} new tokens" if work.shape.max_new_tokens else "")
+            + f" is longer than the model's {limit:,} positions ({key}): the real model would fail or need "
+            "position scaling past them; the figures are for the length asked")
 
-    ``work`` and ``hardware`` were checked by :func:`estimator.options.check_supported`.
+
+def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec,
+              parallel: ParallelSpec | None = None) -> tuple[Row, ...]:
+    """Rows with ``peak_bytes`` and ``components`` for ``work.mode`` (inference or training);
+    per GPU when ``parallel`` names a strategy (:func:`estimator.parallel.simulate.simulate_parallel`).
+
+    ``work``, ``hardware`` and ``parallel`` were checked by :func:`estimator.options.check_supported`.
     """
-    from estimator.load.rows import build, built_rows
-    from estimator.peak import simulate_peak
+    from estimator.load.rows import built_rows
 
     if resolved.library not in (Library.TRANSFORMERS, Library.TIMM):
         raise UnsupportedError([
@@ -128,31 +150,75 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             f"{resolved.library.value} models get load figures only (", Option("mode"), " load).",
         ])
     rows = []
+    beyond = position_note(resolved.config, work) if work.shape.image_size is None else None
     for load_row in built_rows(resolved, load):
         dtype = DType.parse(load_row.dtype, option="dtypes")
         reason = _why_not(dtype, work)
         if reason is not None:
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
-        training = work.mode is Mode.TRAINING
-        built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if training else (dtype, None)
-        model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
-        with _SIMULATION_LOCK, _lora_targets_worded(resolved):
-            result = simulate_peak(
-                model,
-                mode="training" if work.mode is Mode.TRAINING else "inference",
-                device="cpu" if hardware.device is Device.CPU else "cuda",
-                batch_size=work.shape.batch_size,
-                seq_len=work.shape.text_len,
-                image_size=work.shape.image_size,
-                max_new_tokens=work.shape.max_new_tokens,
-                recipe=recipe,
-            )
+        if parallel is not None and parallel.strategy is not None:
+            model, recipe = _model_and_recipe(resolved, load, work, dtype)
+            rows.append(_parallel_row(resolved, load_row, model, work, hardware, parallel, recipe))
+            continue
+        result = simulate_row(resolved, load, work, hardware, dtype)
         rows.append(replace(
             load_row,
             peak_bytes=result.peak_bytes,
             components=dict(result.components),
+            runtime_overhead=None if result.allocator_overhead is None else dict(result.allocator_overhead),
             method=result.method,
-            notes=(*load_row.notes, *result.notes),
+            notes=(*load_row.notes, *result.notes, *((beyond,) if beyond else ())),
         ))
     return tuple(rows)
+
+
+def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec, dtype: DType) -> PeakResult:
+    """The simulated step of one dtype row (``peak_rows`` for one row; the fit solver calls it
+    again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the whole
+    model is simulated, so the caching allocator is replayed over every layer's allocations."""
+    from estimator.peak import simulate_peak
+
+    model, recipe = _model_and_recipe(resolved, load, work, dtype)
+    with _SIMULATION_LOCK, _lora_targets_worded(resolved):
+        return simulate_peak(
+            model,
+            mode="training" if work.mode is Mode.TRAINING else "inference",
+            device="cpu" if hardware.device is Device.CPU else "cuda",
+            batch_size=work.shape.batch_size,
+            seq_len=work.shape.text_len,
+            image_size=work.shape.image_size,
+            max_new_tokens=work.shape.max_new_tokens,
+            recipe=recipe,
+            extrapolate_layers=not hardware.fits_a_gpu,  # the allocator's figures need the whole model
+        )
+
+
+def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:
+    """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
+    from estimator.load.rows import build
+
+    built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
+    return build(resolved, built_in, trust_remote_code=load.trust_remote_code), recipe
+
+
+def _parallel_row(resolved: Resolved, load_row: Row, model: nn.Module, work: WorkSpec, hardware: HardwareSpec,
+                  parallel: ParallelSpec, recipe: Recipe | None) -> Row:
+    """One row per GPU under ``parallel.strategy``; a row the strategy cannot simulate gets a null peak and a note."""
+    from estimator.parallel.simulate import simulate_parallel
+    from estimator.parallel.tp import TPPlanError
+
+    try:
+        with _SIMULATION_LOCK, _lora_targets_worded(resolved):
+            found = simulate_parallel(
+                model, parallel, mode=work.mode.value, device="cpu" if hardware.device is Device.CPU else "cuda",
+                batch_size=work.shape.batch_size, seq_len=work.shape.text_len, image_size=work.shape.image_size,
+                max_new_tokens=work.shape.max_new_tokens, recipe=recipe,
+            )
+    except (TPPlanError, ValueError) as exc:
+        if isinstance(exc, BadOptionError):
+            raise
+        return replace(load_row, notes=(*load_row.notes, f"{parallel.strategy}: not simulated for this model ({exc}); peak_bytes is null"))
+    result = found.peak
+    return replace(load_row, peak_bytes=result.peak_bytes, components=dict(result.components), method=result.method,
+                   notes=(*load_row.notes, *result.notes), cpu_bytes=found.cpu_bytes)

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["OVERRIDES", "cpu_rng_states", "unpadded_masks"]
+__all__ = ["OVERRIDES", "StandIns", "cpu_rng_states", "unpadded_masks"]
 
 
 def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -39,6 +40,16 @@ def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 OVERRIDES: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     torch.ops.aten._grouped_mm.default: _grouped_mm,
 }
+
+
+class StandIns(TorchDispatchMode):
+    """:data:`OVERRIDES` without the tracker, for work that is run but not counted (the prefill that
+    fills the cache before the tracked last decode step): a float32 MoE's ``grouped_mm`` runs there
+    as it does in the tracked step."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        override = OVERRIDES.get(func)
+        return func(*args, **(kwargs or {})) if override is None else override(func, args, kwargs or {})
 
 
 @contextlib.contextmanager

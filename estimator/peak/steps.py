@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -36,8 +36,9 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.peak.components import Component
-from estimator.peak.inputs import ModelKind, Workload, prefill_kwargs
-from estimator.peak.shims import cpu_rng_states, unpadded_masks
+from estimator.peak.cuda_allocator import AllocatorPeaks, replay
+from estimator.peak.inputs import ModelKind, Workload, generate_kwargs, prefill_kwargs
+from estimator.peak.shims import StandIns, cpu_rng_states, unpadded_masks
 from estimator.peak.tracker import PeakSnapshot, StorageRecord, StorageTracker
 from estimator.peak.training import OPTIMIZERS, Recipe, make_optimizer
 from estimator.peak.workspace import cpu_kernels, cpu_workspace
@@ -51,6 +52,11 @@ Device = Literal["cpu", "cuda"]
 # A what-if phase of a training step, not part of its peak: a hand-written loop that keeps the
 # model's ``outputs`` alive through backward() and the optimizer step (Trainer keeps only the loss).
 OUTPUTS_KEPT = "if_outputs_kept:"  # + the phase
+# What is live once a phase is over, not part of its peak: ``AFTER + "prefill"`` is the cache the
+# prefill returns, ``AFTER + "decode"`` the cache as the last decode step leaves it (at the step's
+# peak, ``torch.cat`` in ``DynamicLayer.update`` still holds one layer's old keys or values beside the
+# new ones).
+AFTER = "after:"  # + the phase
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,13 @@ class StepPeak:
 
     phases: dict[str, PeakSnapshot]
     notes: tuple[str, ...]
+    # device="cuda": the caching allocator replayed over the whole trace (estimator.peak.cuda_allocator)
+    allocator: AllocatorPeaks | None = None
 
     @property
     def phase(self) -> str:
         """The phase that holds the step's peak (the first one on a tie)."""
-        return max(((k, v) for k, v in self.phases.items() if not k.startswith(OUTPUTS_KEPT)), key=lambda item: item[1].peak_bytes)[0]
+        return max(((k, v) for k, v in self.phases.items() if not k.startswith((OUTPUTS_KEPT, AFTER))), key=lambda item: item[1].peak_bytes)[0]
 
     @property
     def peak(self) -> PeakSnapshot:
@@ -82,9 +90,12 @@ def simulate_step(
     autocast_dtype: torch.dtype | None = None,
     max_new_tokens: int = 0,
     full_first_step: bool = False,
+    on_tracker: Callable[[StorageTracker], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> StepPeak:
     """Simulate one inference or training step of ``model`` (materialised in ``fake_mode``) on
-    ``workload``; see the module docstring. Raises where the model's code fails on fakes."""
+    ``workload``; see the module docstring. ``on_tracker(tracker)``, when given, is a context entered
+    around the step with the step's tracker (the parallel simulations label and follow what their
+    collectives allocate). Raises where the model's code fails on fakes."""
     if mode not in ("inference", "training"):
         raise ValueError(f"mode must be 'inference' or 'training', not {mode!r}")
     if device not in ("cpu", "cuda"):
@@ -93,10 +104,15 @@ def simulate_step(
     tracker = StorageTracker(cpu_workspace if device == "cpu" else None, kernels)
     autocast = functools.partial(_autocast, autocast_dtype, device)
     rng = cpu_rng_states() if device == "cpu" else contextlib.nullcontext()  # on CUDA they are host memory
-    with _target_device(device), unpadded_masks(), rng:
+    hooks = on_tracker(tracker) if on_tracker is not None else contextlib.nullcontext()  # e.g. FSDP2's collectives (estimator.parallel.fsdp)
+    with _target_device(device), unpadded_masks(), rng, hooks:
         if mode == "training":
-            return _training(model, workload, fake_mode, tracker, device, optimizer, autocast, full_first_step)
-        return _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast)
+            step = _training(model, workload, fake_mode, tracker, device, optimizer, autocast, full_first_step)
+        else:
+            step = _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast)
+    if device == "cuda":  # what PyTorch's caching allocator would reserve for this trace
+        step = replace(step, allocator=replay(tracker.events()))
+    return step
 
 
 def _autocast(dtype: torch.dtype | None, device: Device) -> Any:
@@ -237,13 +253,16 @@ def _inference(
                 out = workload.infer(model, inputs)
             tracker.relabel(_tensors_in(getattr(out, "past_key_values", None)), Component.KV_CACHE)
             phases = {"prefill" if generative else "forward": tracker.snapshot()}
+            if generative:  # what the prefill leaves: the cache generate decodes from
+                tracker.reset_peak()
+                phases[AFTER + "prefill"] = tracker.snapshot()
         if generative:
             notes = [f"inference: generate's prefill ({workload.description}), KV cache on"]
         else:
             notes = [f"inference: one forward under no_grad ({workload.description})"]
         if max_new_tokens > 0 and workload.kind is ModelKind.CAUSAL_LM:
             del out
-            phases["decode"] = _last_decode_step(model, inputs, tracker, max_new_tokens)
+            phases["decode"], phases[AFTER + "decode"] = _last_decode_step(model, inputs, tracker, max_new_tokens)
             notes.append(f"last decode step at context {inputs['input_ids'].shape[1] + max_new_tokens}")
         elif max_new_tokens > 0 and workload.kind is ModelKind.SEQ2SEQ_LM:
             notes.append("max_new_tokens: decoder cache growth of encoder-decoder models not simulated")
@@ -252,24 +271,33 @@ def _inference(
 
 def _last_decode_step(
     model: nn.Module, inputs: dict[str, torch.Tensor], tracker: StorageTracker, max_new_tokens: int
-) -> PeakSnapshot:
+) -> tuple[PeakSnapshot, PeakSnapshot]:
     """The last token ``generate`` decodes: the cache already holds the prompt and all tokens
-    generated but the last. The cache is filled by an untracked prefill; only the step is tracked."""
+    generated but the last. The cache is filled by an untracked prefill; only the step is tracked.
+    Returns the step's peak and what is live when it returns (the cache of the whole context)."""
     ids = inputs["input_ids"]
     b, n = ids.shape
     kwargs = prefill_kwargs(model)
-    out = model(input_ids=torch.zeros(b, n + max_new_tokens - 1, dtype=ids.dtype), **kwargs)  # untracked
+    with StandIns():  # untracked, with the fake kernels' stand-ins the tracked step gets
+        out = model(input_ids=torch.zeros(b, n + max_new_tokens - 1, dtype=ids.dtype), **kwargs)
     cache = out.past_key_values
     del out
     with tracker:
         tracker.reset_peak()
         tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
+        tracker.new_component = Component.INPUTS  # generate's mask and positions for the whole context
+        kept = generate_kwargs(model, b, n + max_new_tokens)
+        if "position_ids" in kept:  # the model gets the last token's
+            kept["position_ids"] = kept["position_ids"][:, -1:]
         tracker.new_component = Component.ACTIVATIONS
         step = model(
             input_ids=torch.zeros(b, 1, dtype=ids.dtype),
             past_key_values=cache,
             use_cache=True,
+            **kept,
             **({"logits_to_keep": 1} if "logits_to_keep" in kwargs else {}),
         )
         tracker.relabel(_tensors_in(step.past_key_values), Component.KV_CACHE)
-        return tracker.snapshot()
+        peak = tracker.snapshot()
+        tracker.reset_peak()  # the window is now the instant the step returns
+        return peak, tracker.snapshot()

@@ -119,6 +119,7 @@ class StorageTracker(TorchDispatchMode):
             self.register(t, component)
 
     def _see(self, t: torch.Tensor, component: Component) -> StorageRecord | None:
+        t = getattr(t, "_local_tensor", t)  # a DTensor (FSDP2, tensor parallel): the rank's own storage
         try:
             st = t.untyped_storage()
         except (NotImplementedError, RuntimeError):  # sparse, nested, ...: not modelled
@@ -197,15 +198,46 @@ class StorageTracker(TorchDispatchMode):
                 self.peak_bytes = self.live_bytes
                 self._peak_clock = self._clock
 
+    def storage_resized(self, st: Any) -> None:
+        """An untyped storage was resized in place (``UntypedStorage.resize_``, which no dispatch mode
+        sees; FSDP2 frees and re-allocates its unsharded parameters so): the old block is freed and
+        a block of the new size, labelled ``new_component``, allocated."""
+        rec = self._records.get(st._cdata)
+        if rec is None or rec.nbytes == st.nbytes():
+            return
+        self._clock += 1
+        rec.t_free = self._clock
+        self.live_bytes -= rec.nbytes
+        self._clock += 1
+        new = StorageRecord(st.nbytes(), self._clock, self.new_component)
+        self._records[st._cdata] = new
+        self._all.append(new)
+        self.live_bytes += new.nbytes
+        if self.live_bytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes
+            self._peak_clock = self._clock
+
     # -- results ------------------------------------------------------------------------------
     @property
     def clock(self) -> int:
         return self._clock
 
+    def events(self) -> list[tuple[int, int]]:
+        """Every allocation and free in clock order, as :func:`~estimator.peak.cuda_allocator.replay`
+        takes them: ``(record index, nbytes)`` for an allocation, ``(record index, -1)`` for its free."""
+        timeline: list[tuple[int, int, int]] = []
+        for i, rec in enumerate(self._all):
+            timeline.append((rec.t_alloc, i, rec.nbytes))
+            if rec.t_free is not None:
+                timeline.append((rec.t_free, i, -1))
+        timeline.sort()
+        return [(i, nbytes) for _, i, nbytes in timeline]
+
     def records_of(self, tensors: Iterable[torch.Tensor]) -> list[StorageRecord]:
         """The live records behind ``tensors`` (to ask later what if they had lived longer)."""
         found = {}
         for t in tensors:
+            t = getattr(t, "_local_tensor", t)
             try:
                 rec = self._records.get(t.untyped_storage()._cdata)
             except (NotImplementedError, RuntimeError):
@@ -240,6 +272,33 @@ class StorageTracker(TorchDispatchMode):
             if live > peak:
                 peak, peak_t = live, t
         return PeakSnapshot(peak, {k: v for k, v in self._breakdown(peak_t, freed).items() if v})
+
+    def peak_excluding(self, excluded: Iterable[Component], since: int = 0, until: int | None = None) -> PeakSnapshot:
+        """The peak within ``[since, until]`` of the clock had the storages of the ``excluded``
+        components taken no memory (what a rank holds besides the model states a parallel strategy
+        partitions), with its breakdown at that instant."""
+        skip = set(excluded)
+        end = self._clock if until is None else until
+        deltas: dict[int, int] = {}
+        live = 0
+        for rec in self._all:
+            if rec.component in skip or rec.t_alloc > end:
+                continue
+            if rec.t_alloc <= since:
+                if rec.t_free is None or rec.t_free > since:
+                    live += rec.nbytes
+            else:
+                deltas[rec.t_alloc] = deltas.get(rec.t_alloc, 0) + rec.nbytes
+            if rec.t_free is not None and since < rec.t_free <= end:
+                deltas[rec.t_free] = deltas.get(rec.t_free, 0) - rec.nbytes
+        peak, peak_t = live, since
+        for t in sorted(deltas):
+            live += deltas[t]
+            if live > peak:
+                peak, peak_t = live, t
+        comps = {k: v for k, v in self._breakdown(peak_t, lambda rec: rec.t_free).items()
+                 if v and k not in {c.value for c in skip}}
+        return PeakSnapshot(sum(comps.values()), comps)
 
     def _breakdown(self, t: int, freed: Callable[[StorageRecord], int | None]) -> dict[str, int]:
         """Bytes per component of the storages alive at clock ``t`` (freed at ``freed(record)``)."""

@@ -98,6 +98,7 @@ class QuantizedBytes:
     largest_layer_names: tuple[str, ...]
     quantized_layers: int
     kept_16bit: tuple[str, ...]  # the skip list transformers used
+    fused_experts_bytes: int = 0  # MoE experts fused into 3-D tensors: not nn.Linear, so not quantized
 
 
 def bnb_targets(model: nn.Module) -> tuple[dict[str, tuple[int, int]], tuple[str, ...]]:
@@ -202,7 +203,7 @@ def tensor_sizes(model: nn.Module, scheme: BnbScheme, load_dtype: DType = DType.
 
 def quantized_bytes(model: nn.Module, scheme: BnbScheme, load_dtype: DType = DType.FLOAT16) -> QuantizedBytes:
     """Bytes of ``model`` (built on meta in ``load_dtype``) once loaded with bitsandbytes in ``scheme``."""
-    from estimator.build.weights import largest_layer
+    from estimator.build.weights import largest_layer, unique_tensors
 
     tensors, targets, kept = tensor_sizes(model, scheme, load_dtype)
     sizes: dict[str, int] = {}
@@ -212,12 +213,14 @@ def quantized_bytes(model: nn.Module, scheme: BnbScheme, load_dtype: DType = DTy
             prefix = ".".join(parts[:depth])
             sizes[prefix] = sizes.get(prefix, 0) + size
     largest, names = largest_layer(model, sizes)
+    fused = sum(tensors[name] for name, tensor in unique_tensors(model) if tensor.dim() == 3 and ".experts." in f".{name}" and name in tensors)
     return QuantizedBytes(
         total_bytes=sizes.get("", 0),
         largest_layer_bytes=largest,
         largest_layer_names=names,
         quantized_layers=len(targets),
         kept_16bit=kept,
+        fused_experts_bytes=fused,
     )
 
 
@@ -240,12 +243,22 @@ def double_quant_note(total_bytes: int) -> str:
 TRAINING_NULL_NOTE = "training_adam_bytes is null: a bitsandbytes model trains only through adapters (QLoRA), which this row does not estimate"
 
 
+def fused_experts_note(dtype_name: str, fused_bytes: int | None = None) -> str:
+    """Why a mixture-of-experts model's int8 / int4 row is barely smaller than its 16-bit one."""
+    size = f" ({fused_bytes:,} bytes)" if fused_bytes else ""
+    return (f"the MoE experts stay in {dtype_name}{size}: transformers fuses each layer's experts into 3-D tensors on load, "
+            "which are not nn.Linear layers, and bitsandbytes quantizes nn.Linear layers only; so this row is barely "
+            "smaller than the 16-bit one")
+
+
 def bnb_notes(scheme: BnbScheme, weights: QuantizedBytes, load: KeptDType = FLOAT16_GIVEN) -> tuple[str, ...]:
     """The notes of an int8 / int4 row: the layout, what is not quantized and its dtype, why training is null."""
     kept = ", ".join(weights.kept_16bit) if weights.kept_16bit else "none"
+    experts = (fused_experts_note(load.named, weights.fused_experts_bytes),) if weights.fused_experts_bytes else ()
     return (
         layout_note(scheme, weights.quantized_layers),
         f"kept in {load.named} ({load.source}): embeddings, norms, biases, non-Linear layers and transformers' skip list ({kept})",
+        *experts,
         TRAINING_NULL_NOTE,
     )
 

@@ -179,7 +179,7 @@ def stored_quantized_bytes(tensors: list[StoredTensor], config: dict[str, Any], 
 
 def stored_notes(scheme: BnbScheme, answer: StoredQuantized, load: KeptDType = FLOAT16_GIVEN) -> tuple[str, ...]:
     """The notes of an int8 / int4 row read from headers: layout, what stays 16-bit, what is not loaded."""
-    from estimator.quant.bnb import TRAINING_NULL_NOTE, layout_note
+    from estimator.quant.bnb import TRAINING_NULL_NOTE, fused_experts_note, layout_note
 
     kept = ", ".join(answer.bytes.kept_16bit) or "none"
     notes = [
@@ -189,6 +189,8 @@ def stored_notes(scheme: BnbScheme, answer: StoredQuantized, load: KeptDType = F
         (f"not quantized, kept in {load.named} ({load.source}; float32 where the model keeps a module in float32): norms, "
          f"biases and the 2-D weights transformers does not quantize ({kept})"),
     ]
+    if any(".experts." in f".{name}." for name in answer.bytes.kept_16bit):
+        notes.append(fused_experts_note(load.named))
     if answer.dropped:
         notes.append(f"not counted: checkpoint tensors from_pretrained does not load ({', '.join(answer.dropped)})")
     notes.append(TRAINING_NULL_NOTE)

@@ -14,6 +14,8 @@ constants): the timeout travels with each call.
 - ``get_safetensors_metadata``: ``timeout=`` bounds each header read; its two existence probes
   and the index download use the client's defaults (``HF_HUB_ETAG_TIMEOUT``,
   ``HF_HUB_DOWNLOAD_TIMEOUT``, 10 s each), which it takes from no argument.
+- :func:`read_range`: one HTTP Range request for a file's bytes (a GGUF header), the request
+  ``hf_hub_download`` would make, through the client's public session with ``timeout=``.
 - ``check_access``: the request ``HfApi.auth_check`` makes (``GET /api/models/{id}/auth-check``),
   which takes no timeout there, through the client's public session with ``timeout=``.
 - Discussions: ``HfApi.get_repo_discussions`` and ``create_discussion`` take no timeout, so
@@ -211,6 +213,38 @@ def file_sizes(repo_id: str, paths: list[str], *, revision: str | None, token: s
     if missing:
         raise HubError(f"The Hub did not give the size of {', '.join(missing)} in {repo_id}.", model_id=repo_id)
     return sizes
+
+
+def read_range(
+    repo_id: str, filename: str, start: int, stop: int, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S,
+) -> bytes:
+    """Bytes ``[start, stop)`` of ``filename`` (fewer at the end of the file), by an HTTP Range request.
+
+    The file's resolve URL (``hf_hub_url``) read through the client's public session, following
+    the redirect to the storage backend as ``hf_hub_download`` does; nothing is cached on disk.
+    """
+    from huggingface_hub import get_session, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+    url = hf_hub_url(repo_id, filename, revision=revision)
+    headers = {**build_hf_headers(token=token), "Range": f"bytes={start}-{stop - 1}"}
+    with hub_errors(repo_id, revision, token_given=token is not None, what=filename), \
+            get_session().stream("GET", url, headers=headers, timeout=timeout, follow_redirects=True) as response:
+        if response.status_code == 416:  # start at or past the end of the file
+            return b""
+        if response.status_code >= 400:
+            response.read()
+            hf_raise_for_status(response)
+        # a server that ignores Range answers 200 with the whole file: read only as far as needed
+        skip = start if response.status_code == 200 else 0
+        chunks: list[bytes] = []
+        got = 0
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            got += len(chunk)
+            if got >= skip + stop - start:
+                break
+    return b"".join(chunks)[skip : skip + stop - start]
 
 
 @dataclass(frozen=True)

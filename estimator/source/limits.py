@@ -68,3 +68,25 @@ def check_config(config: dict[str, Any], *, model: str) -> None:
     rough = 2 * vocab * widths + layers * (4 * widths * widths + 3 * widths * max(intermediate, 4 * widths) * max(1, experts))
     if rough > MAX_PARAMETERS:
         raise AbsurdSizeError(f"The config of {model} describes about {rough:.1e} parameters, far beyond any real model; refusing to build it.")
+
+
+_POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
+
+
+def max_positions(config: dict[str, Any]) -> int | None:
+    """The longest sequence the config states (its position table or trained context), or ``None``;
+    a multimodal config's text part (``text_config``) counts."""
+    found = position_field(config)
+    return None if found is None else found[1]
+
+
+def position_field(config: dict[str, Any]) -> tuple[str, int] | None:
+    """Which field states the longest sequence (see :func:`max_positions`), and its value."""
+    for part in (config, config.get("text_config") or {}):
+        if not isinstance(part, dict):
+            continue
+        for key in _POSITION_FIELDS:
+            value = part.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return key, value
+    return None
