@@ -23,13 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from estimator import estimate
 from estimator.cache import LRUCache
-from estimator.fit import gpus
+from estimator.fit import table as fits_on
 from estimator_app import chart, form, tables
 from estimator_app.lanes import lanes
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from estimator.result import Estimate
 
 DOWNLOADS = Path(tempfile.gettempdir()) / "estimator_app"
@@ -39,15 +37,13 @@ DOWNLOADS = Path(tempfile.gettempdir()) / "estimator_app"
 class Rendered:
     """Everything the page shows for one result and one chosen GPU."""
 
-    summary: str
-    table: pd.DataFrame
+    summary: str  # HTML
+    table: str  # HTML
     csv_path: str
     json_path: str
-    chart: pd.DataFrame
-    chart_title: str
-    fits: pd.DataFrame
-    fits_caption: str
-    method: str
+    chart: str  # HTML
+    fits: str  # HTML
+    method: str  # Markdown
 
 
 _RENDERED: LRUCache[Rendered] = LRUCache(256)
@@ -70,27 +66,26 @@ def answer(state: form.FormState, token: str | None, *, admitted: Callable[[], N
     return lanes().run(request_key(state), work, admitted=admitted)
 
 
-def rendered(result: Estimate, gpu: str | None) -> Rendered:
-    """Every rendering of ``result``, with ``gpu`` first in the fits-on table; kept for repeats.
+def rendered(result: Estimate, gpu: str | None, device: str = "cuda") -> Rendered:
+    """Every rendering of ``result``, with ``gpu`` first in the fits-on table (none for ``device`` cpu); kept for repeats.
 
     Only ever called with a result :func:`answer` returned to this caller: the key is the result
     itself, so a caller who was refused it cannot name it.
     """
-    key = (tables.result_key(result), gpu)
+    key = (tables.result_key(result), gpu, device)
     cached = _RENDERED.get(key)
     if cached is not None:
         return cached
     DOWNLOADS.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = tables.write_downloads(result, DOWNLOADS / key[0])
     made = Rendered(
-        summary=tables.summary(result),
-        table=tables.results_frame(result),
+        summary=tables.summary_html(result),
+        table=tables.results_html(result),
         csv_path=str(csv_path),
         json_path=str(json_path),
-        chart=chart.chart_frame(result),
-        chart_title=chart.chart_title(result),
-        fits=gpus.fits_frame(result, gpu),
-        fits_caption=gpus.fits_caption(result.mode),
+        chart=chart.chart_html(result),
+        fits=(tables.serving_html(result) if result.mode.value == "serving"
+              else tables.fits_html(result, fits_on.fits_frame(result, gpu), fits_on.fits_caption(result.mode, fits_on.allocator_counted(result)), device)),
         method=tables.method_note(result),
     )
     _RENDERED.put(key, made)

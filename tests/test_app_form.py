@@ -26,6 +26,21 @@ FULL = FormState(
     lora=8,
     lora_targets=("q_proj", "v_proj", "model.layers.0.mlp.down_proj"),
     gpu="A100 80GB",
+    gpu_memory="24GiB",
+    ctx=8192,
+    cache_type="q8_0",
+    n_gpu_layers=20,
+    gguf_file="Q4_K_M",
+    gpu_memory_utilization=0.85,
+    max_model_len=4096,
+    max_num_seqs=64,
+    max_num_batched_tokens=2048,
+    kv_cache_dtype="fp8",
+    block_size=32,
+    gpus=8,
+    nodes=2,
+    strategy="zero3",
+    offload="optimizer",
 )
 
 
@@ -49,6 +64,21 @@ def test_link_spells_out_every_contract_parameter_in_order() -> None:
         "lora",
         "lora_targets",
         "gpu",
+        "gpu_memory",
+        "ctx",
+        "cache_type",
+        "n_gpu_layers",
+        "gguf_file",
+        "gpu_memory_utilization",
+        "max_model_len",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "kv_cache_dtype",
+        "block_size",
+        "gpus",
+        "nodes",
+        "strategy",
+        "offload",
     ]
     assert dict(parse_qsl(query))["dtypes"] == "float32,float16,int8,int4"
     assert "seq=auto" in query and "lora=none" in query and "gpu=none" in query and "pure16=0" in query
@@ -166,11 +196,11 @@ def test_overlong_values_are_cut_in_notices() -> None:
 
 
 def test_from_form_maps_widgets_and_zero_means_auto() -> None:
-    state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "", "none")
+    state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none")
     assert state == FormState(model="gpt2", dtypes=("int4", "float32"), mode="inference", batch=2, new_tokens=5)
     assert state.estimate_kwargs()["revision"] is None
     assert "trust_remote_code" not in state.estimate_kwargs()
-    assert "gpu" not in state.estimate_kwargs()
+    assert state.estimate_kwargs()["gpu"] is None  # "none": no GPU to fit
 
 
 @pytest.mark.parametrize(
@@ -182,17 +212,17 @@ def test_from_form_maps_widgets_and_zero_means_auto() -> None:
 )
 def test_from_form_refuses_with_a_friendly_message(values: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
+        from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none")
 
 
 def test_from_form_names_the_field_of_a_bad_number() -> None:
     with pytest.raises(ValueError, match="Batch size"):
-        from_form("gpt2", "main", "auto", ["float32"], "load", 1.5, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
+        from_form("gpt2", "main", "auto", ["float32"], "load", 1.5, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none")
 
 
 def test_from_form_reads_lora_targets_and_names_the_field_of_bad_ones() -> None:
     def with_targets(targets: object) -> FormState:
-        return from_form("gpt2", "main", "auto", ["float32"], "training", 1, 0, 0, 0, "cuda", "adamw", False, False, 8, targets, "none")
+        return from_form("gpt2", "main", "auto", ["float32"], "training", 1, 0, 0, 0, "cuda", "adamw", False, False, 8, targets, "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none")
 
     assert with_targets(" q_proj, v_proj ").lora_targets == ("q_proj", "v_proj")
     assert with_targets("").lora_targets is None and with_targets(None).lora_targets is None
@@ -213,5 +243,26 @@ def test_estimate_kwargs_are_accepted_by_the_core() -> None:
 def test_vocabularies_follow_the_core() -> None:
     from estimator.options import DType, Mode
 
-    assert form.DTYPES == tuple(d.value for d in DType)
-    assert form.MODES == tuple(m.value for m in Mode)
+    assert tuple(d.value for d in DType) == form.DTYPES
+    assert tuple(m.value for m in Mode) == form.MODES
+
+
+def test_gpu_and_gguf_fields_reach_the_core_and_a_link() -> None:
+    state = FormState(model="gpt2", mode="inference", gpu="L4")
+    assert state.estimate_kwargs()["gpu"] == "L4" and state.estimate_kwargs()["gpu_memory"] is None
+    assert FormState(model="gpt2", gpu="L4", device="cpu").estimate_kwargs()["gpu"] is None  # no GPU for a CPU run
+    typed = FormState(model="gpt2", gpu="L4", gpu_memory="20GiB").estimate_kwargs()
+    assert typed["gpu"] is None and typed["gpu_memory"] == "20GiB"
+    parsed = from_query(parse_qsl("model=a/b&gpu_memory=lots&n_gpu_layers=all&cache_type=q4_0&ctx=4096&gguf_file=Q8_0"))
+    assert parsed.state.n_gpu_layers == -1 and parsed.state.cache_type == "q4_0" and parsed.state.ctx == 4096
+    assert parsed.state.gguf_file == "Q8_0" and parsed.state.gpu_memory is None
+    assert any("gpu_memory" in notice for notice in parsed.notices)
+
+
+def test_several_gpus_reach_the_core() -> None:
+    state = FormState(model="gpt2", mode="training", gpus=8, strategy="fsdp")
+    kwargs = state.estimate_kwargs()
+    assert (kwargs["gpus"], kwargs["nodes"], kwargs["strategy"], kwargs["offload"]) == (8, 1, "fsdp", "none")
+    assert FormState(model="gpt2").estimate_kwargs()["strategy"] is None
+    parsed = from_query(parse_qsl("model=a/b&mode=training&gpus=4&strategy=zero2&offload=optimizer"))
+    assert (parsed.state.gpus, parsed.state.strategy, parsed.state.offload) == (4, "zero2", "optimizer") and parsed.notices == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,13 @@ import gradio as gr
 import pytest
 
 import estimator_app.handlers as app  # the page's handlers; importing them sets no environment variable
+from estimator.fit.gpus import GPUS
+from estimator.units import format_bytes
 from testkit.hub_process import REPO_ROOT
+from tests.app_outputs import refusal
 
 GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
+DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none")
 
 
 class FakeRequest:
@@ -39,7 +43,7 @@ def test_app_never_sends_an_implicit_token() -> None:
 def test_load_link_fills_the_form_and_asks_to_run() -> None:
     out = app.load_link(FakeRequest({"model": "gpt2", "dtypes": "int4,float16", "batch": "3", "gpu": "T4", "seq": "auto"}))
     *fields, notice, autorun = out
-    assert fields == ["gpt2", "main", "auto", ["int4", "float16"], "load", 3, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "T4"]
+    assert fields == ["gpt2", "main", "auto", ["float16", "int4"], "load", 3, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "T4", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none"]
     assert autorun is True
     assert notice.visible is False
 
@@ -58,30 +62,29 @@ def test_load_link_without_a_model_does_not_run_and_shows_notices() -> None:
 
 
 def test_run_on_load_without_a_model_changes_nothing() -> None:
-    out = app.run_on_load(False, "", *DEFAULTS, "", progress=no_progress)
+    out = app.run_on_load(False, "", *DEFAULTS, "", None, progress=no_progress)
     assert len(out) == app.N_OUTPUTS and all(o == gr.skip() for o in out)
 
 
 def test_empty_model_is_a_friendly_error() -> None:
-    with pytest.raises(gr.Error, match="Type a model id"):
-        app.run_form("  ", *DEFAULTS, "", progress=no_progress)
+    title, message = refusal(app.run_form("  ", *DEFAULTS, "", None, progress=no_progress))
+    assert re.search("Type a model id", message), message
 
 
 def test_an_option_the_core_refuses_shows_the_core_s_message() -> None:
     args = list(DEFAULTS)
     args[3] = "training"
     args[13] = "q_proj"  # LoRA targets without a LoRA rank: the core refuses them before any Hub call
-    with pytest.raises(gr.Error, match="needs “LoRA rank”"):
-        app.run_form("openai-community/gpt2", *args, "", progress=no_progress)
+    title, message = refusal(app.run_form("openai-community/gpt2", *args, "", None, progress=no_progress))
+    assert re.search("needs “LoRA rank”", message), message
     args[12] = 1 << 17  # a LoRA rank beyond the bound the form shares with the core: the form's own message
-    with pytest.raises(gr.Error, match="LoRA rank must be a whole number from 0 to 65,536"):
-        app.run_form("openai-community/gpt2", *args, "", progress=no_progress)
+    title, message = refusal(app.run_form("openai-community/gpt2", *args, "", None, progress=no_progress))
+    assert re.search("LoRA rank must be a whole number from 0 to 65,536", message), message
 
 
 def test_missing_folder_is_a_friendly_error_not_a_traceback() -> None:
-    with pytest.raises(gr.Error) as caught:
-        app.run_form("/nonexistent/folder/x", *DEFAULTS, "", progress=no_progress)
-    assert "Traceback" not in str(caught.value) and "Internal error" not in str(caught.value)
+    title, message = refusal(app.run_form("/nonexistent/folder/x", *DEFAULTS, "", None, progress=no_progress))
+    assert "Traceback" not in message and "Internal error" not in message
 
 
 def test_a_local_model_fills_every_output(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,21 +93,31 @@ def test_a_local_model_fills_every_output(monkeypatch: pytest.MonkeyPatch) -> No
     from estimator_app import answers
 
     monkeypatch.setattr(answers, "estimate", lambda ref, **kwargs: estimate(str(GPT2), **kwargs))
-    out = app.run_form("openai-community/gpt2", *DEFAULTS, "", progress=no_progress)
-    area, summary, table, csv_path, json_path, query, chart_title, frame, fits, caption, note, last = out
-    assert area.visible is True
-    assert "gpt2" in summary and "source local" in summary
-    assert "Adam" in chart_title and "512 MiB" in caption and "How this is computed" in note
-    assert list(table["dtype"]) == ["float32", "float16"]
-    assert Path(csv_path).exists() and Path(json_path).exists()
-    assert "model=" in query and "dtypes=float32,float16" in query
-    assert set(frame["part"]) >= {"weights"}
-    assert len(fits) == 8
+    out = dict(zip(app.OUTPUTS, app.run_form("openai-community/gpt2", *DEFAULTS, "", None, progress=no_progress), strict=True))
+    last = out["last"]
+    assert out["status"] == ""  # no error box
+    assert out["result_area"].visible is True
+    assert "gpt2" in out["summary"] and "source local" in out["summary"]
+    assert "Adam" in out["chart"] and "context" in out["fits"] and "How this is computed" in out["method"]
+    assert [r.dtype for r in last.rows] == ["float32", "float16"]
+    for row in last.rows:
+        assert f'data-bar="{row.dtype} load" data-total="{format_bytes(row.total_bytes)}"' in out["chart"]
+        assert f'<th scope="row" data-label="dtype">{row.dtype}</th><td data-label="Total size">{format_bytes(row.total_bytes)}</td>' in out["results"]
+    assert Path(out["csv"]).exists() and Path(out["json"]).exists()
+    assert "model=" in out["query"] and "dtypes=float32,float16" in out["query"]
+    assert out["fits"].count('<th scope="row"') == len(GPUS)
     assert last.rows[0].total_bytes is not None
-    with pytest.raises(gr.Error, match="local folder"):
-        app.post_result(last, "", "hf_x")
+    assert "Memory needed (load; float32, float16)" in out["post_preview"]  # the post preview follows the new result
+
+    # an error next keeps this result on screen, marked as the last one that worked
+    again = dict(zip(app.OUTPUTS, app.run_form("  ", *DEFAULTS, "", last, progress=no_progress), strict=True))
+    assert "Type a model id" in refusal(again["status"])[1] and "still the last one that worked" in again["status"]
+    assert "Last result that worked" in again["summary"]
+    assert all(isinstance(again[name], type(gr.skip())) for name in ("results", "chart", "fits", "last", "query", "post_preview"))
+    title, message = refusal(app.post_result(last, "", "hf_x"))
+    assert re.search("local folder", message), message
 
 
 def test_nothing_to_post_before_a_result() -> None:
-    with pytest.raises(gr.Error, match="Estimate a model first"):
-        app.preview_post(None, "", "")
+    title, message = refusal(app.preview_post(None, "", ""))
+    assert re.search("Estimate a model first", message), message

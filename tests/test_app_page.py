@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-import gradio as gr
 import pytest
 
 import estimator_app.handlers as handlers
@@ -28,9 +28,10 @@ from estimator_app import answers, fields, posting
 from estimator_app.lanes import Lanes, Settings
 from estimator_app.wording import PAGE, for_form, page_option
 from testkit.hub_process import REPO_ROOT
+from tests.app_outputs import refusal
 
 GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none")
+DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none")
 
 
 def no_progress(*args: Any, **kwargs: Any) -> None:
@@ -74,18 +75,16 @@ def test_an_internal_error_asks_for_a_report_with_the_share_link_never_debug() -
 def test_the_page_shows_the_core_s_errors_in_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
     args = list(DEFAULTS)
     args[3], args[13] = "training", "q_proj,v_proj"  # LoRA targets, the LoRA rank left at 0
-    with pytest.raises(gr.Error) as caught:  # the core refuses them before any Hub call
-        handlers.run_form("openai-community/gpt2", *args, "", progress=no_progress)
-    assert caught.value.message == "“LoRA targets” needs “LoRA rank” (the LoRA rank, e.g. 16)."
+    title, message = refusal(handlers.run_form("openai-community/gpt2", *args, "", None, progress=no_progress))
+    assert message == "“LoRA targets” needs “LoRA rank” (the LoRA rank, e.g. 16)."
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(answers, "estimate", broken)
-    with pytest.raises(gr.Error) as caught:
-        handlers.run_form("openai-community/gpt2", *DEFAULTS, "", progress=no_progress)
-    assert "Internal error (RuntimeError)" in caught.value.message and "share link" in caught.value.message
-    assert "model=" in caught.value.message and "--debug" not in caught.value.message
+    title, message = refusal(handlers.run_form("openai-community/gpt2", *DEFAULTS, "", None, progress=no_progress))
+    assert "Internal error (RuntimeError)" in message and "share link" in message
+    assert "model=" in message and "--debug" not in message
 
 
 def test_the_page_passes_lora_targets_to_the_core_and_words_its_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,23 +98,21 @@ def test_the_page_passes_lora_targets_to_the_core_and_words_its_refusal(monkeypa
     monkeypatch.setattr(answers, "estimate", refusing)
     args = list(DEFAULTS)
     args[3], args[12], args[13] = "training", 16, " q_proj, v_proj "
-    with pytest.raises(gr.Error) as caught:
-        handlers.run_form("mistralai/Mixtral-8x7B-v0.1", *args, "", progress=no_progress)
+    title, message = refusal(handlers.run_form("mistralai/Mixtral-8x7B-v0.1", *args, "", None, progress=no_progress))
     assert asked[-1]["lora_rank"] == 16 and asked[-1]["lora_targets"] == "q_proj,v_proj"
-    assert "Name the layers to adapt with “LoRA targets” (module names" in caught.value.message
-    assert "command-line" not in caught.value.message and "--" not in caught.value.message
+    assert "Name the layers to adapt with “LoRA targets” (module names" in message
+    assert "command-line" not in message and "--" not in message
     args[13] = ""
-    with pytest.raises(gr.Error):
-        handlers.run_form("mistralai/Mixtral-8x7B-v0.1", *args, "", progress=no_progress)
+    title, message = refusal(handlers.run_form("mistralai/Mixtral-8x7B-v0.1", *args, "", None, progress=no_progress))
     assert asked[-1]["lora_targets"] is None  # empty: peft's default targets
 
 
 def test_bad_lora_targets_are_refused_by_the_form() -> None:
     args = list(DEFAULTS)
     args[12], args[13] = 8, "q_proj; rm -rf"
-    with pytest.raises(gr.Error, match="LoRA targets must be module names") as caught:
-        handlers.run_form("openai-community/gpt2", *args, "", progress=no_progress)
-    assert caught.value.title == "Check the form"
+    title, message = refusal(handlers.run_form("openai-community/gpt2", *args, "", None, progress=no_progress))
+    assert re.search("LoRA targets must be module names", message), message
+    assert title == "Check the form"
 
 
 def test_posting_errors_reach_the_page_in_its_words(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,12 +125,12 @@ def test_posting_errors_reach_the_page_in_its_words(monkeypatch: pytest.MonkeyPa
     hub_result = Estimate(model="a/b", library="transformers", source="hub", mode="load", rows=())
     missing = ModelNotFoundError(["No model 'a/b' on the Hub; check the spelling. If it is private, pass a token (", Option("token"), ")."])
     monkeypatch.setattr(posting, "find_existing", raising(missing))
-    with pytest.raises(gr.Error, match="No model 'a/b'") as caught:
-        handlers.preview_post(hub_result, "", "")
-    assert "“Hub token” under Advanced" in caught.value.message and "--" not in caught.value.message
+    title, message = refusal(handlers.preview_post(hub_result, "", ""))
+    assert re.search("No model 'a/b'", message), message
+    assert "“Hub token” under Advanced" in message and "--" not in message
     monkeypatch.setattr(posting, "find_existing", raising(HubError("The Hub failed (HTTP 503); try again later.")))
-    with pytest.raises(gr.Error, match="HTTP 503"):
-        handlers.post_result(hub_result, "", "hf_x")
+    title, message = refusal(handlers.post_result(hub_result, "", "hf_x"))
+    assert re.search("HTTP 503", message), message
 
 
 def test_a_repeat_skips_the_builder_lane() -> None:

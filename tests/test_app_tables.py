@@ -25,7 +25,7 @@ def gpt2():
 
 def test_table_shows_the_core_s_bytes_in_binary_units(gpt2) -> None:
     frame = results_frame(gpt2)
-    assert list(frame.columns) == ["dtype", "Largest layer", "Total size", TRAINING_LABEL, "method"]
+    assert list(frame.columns) == ["dtype", "Total size", "Largest layer", TRAINING_LABEL, "method"]
     for (_, line), row in zip(frame.iterrows(), gpt2.rows, strict=True):
         assert line["dtype"] == row.dtype
         assert line["Total size"] == format_bytes(row.total_bytes)

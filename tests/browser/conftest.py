@@ -24,6 +24,7 @@ import pytest
 from testkit.hub_process import REPO_ROOT, hub_env
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+PUBLIC_URL = "https://estimator-test.hf.space/"  # the page's public address in posts (ESTIMATOR_APP_PUBLIC_URL)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 if not Path(CHROMIUM).exists():
@@ -60,7 +61,8 @@ def app_env(hub_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 def app_url(app_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python app.py`` on a free loopback port, as a person would start it."""
     port = free_port()
-    env = {**app_env, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {**app_env, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False",
+           "ESTIMATOR_APP_PUBLIC_URL": PUBLIC_URL}
     log = tmp_path_factory.mktemp("app") / "app.log"
     with log.open("wb") as handle:
         proc = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
