@@ -58,9 +58,6 @@ __all__ = [
 Strategy = Literal["ddp", "zero1", "zero2", "zero3"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
 
-DDP_BUCKET_CAP_BYTES = 25 * 2**20  # torch DistributedDataParallel(bucket_cap_mb=25)
-DDP_FIRST_BUCKET_BYTES = 2**20  # dist._DEFAULT_FIRST_BUCKET_BYTES
-
 
 @dataclass(frozen=True)
 class StateBytes:
@@ -188,12 +185,10 @@ def deepspeed_cpu_bytes(
     return int(params * 4 * gpus_per_node * f)
 
 
-def ddp_bucket_bytes(grad_sizes: list[int], bucket_cap: int = DDP_BUCKET_CAP_BYTES,
-                     first_bucket: int = DDP_FIRST_BUCKET_BYTES) -> int:
+def ddp_bucket_bytes(grad_sizes: list[int]) -> int:
     """Bytes of DDP's gradient buckets: with ``gradient_as_bucket_view=False`` (the default) the
     Reducer allocates one flat tensor per bucket, so together they are as large as every gradient
-    (``grad_sizes`` in bytes; the bucket caps only change how they are grouped)."""
-    if bucket_cap <= 0 or first_bucket <= 0:
-        raise ValueError("bucket sizes must be positive")
+    (``grad_sizes`` in bytes). The bucket caps (``bucket_cap_mb=25``, a 1 MiB first bucket) only
+    change how the gradients are grouped, not the total, so they are not parameters."""
     return sum(grad_sizes)
 
