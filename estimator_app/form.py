@@ -377,7 +377,7 @@ SPECS: dict[str, Field] = {
     "revision": Field(parse=lambda v, _: _revision(v), show=lambda v: v or "main", read=lambda v: (v or "").strip() or "main",
                       to_core=lambda v: None if v in ("", "main") else v),
     "library": _choice_field("library", LIBRARIES),
-    "dtypes": Field(parse=_dtypes, show=",".join, read=_dtypes_ticked, widget=list, to_core=lambda v: list(canonical_dtypes(v))),
+    "dtypes": Field(parse=_dtypes, show=",".join, read=_dtypes_ticked, widget=list, to_core=list),
     "mode": _choice_field("mode", MODES),
     "batch": _number_field("batch"),
     "seq": _number_field("seq", "auto"),

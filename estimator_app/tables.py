@@ -75,13 +75,6 @@ def results_frame(estimate: Estimate) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def summary(estimate: Estimate) -> str:
-    """One Markdown line naming what was estimated."""
-    revision = f" @ `{estimate.revision[:12]}`" if estimate.revision else ""
-    arch = f" ({estimate.architecture})" if estimate.architecture else ""
-    return f"**{estimate.model}**{revision}{arch} · library {estimate.library} · source {estimate.source} · mode {estimate.mode.value}"
-
-
 WARNING = "warning: "  # the core's notes that say an input is outside what the model supports start so
 
 

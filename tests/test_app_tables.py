@@ -10,7 +10,7 @@ import pytest
 
 from estimator import estimate
 from estimator.units import format_bytes
-from estimator_app.tables import TRAINING_LABEL, method_note, results_frame, summary, write_downloads
+from estimator_app.tables import TRAINING_LABEL, method_note, results_frame, summary_html, write_downloads
 
 FIXTURES = Path(__file__).resolve().parent / "hub_data" / "models"  # the repo's copies of the published configs
 GPT2 = FIXTURES / "openai-community" / "gpt2"
@@ -53,4 +53,4 @@ def test_downloads_carry_exact_integers(gpt2, tmp_path: Path) -> None:
 def test_method_note_and_summary(gpt2) -> None:
     note = method_note(gpt2)
     assert "*exact*" in note and "1024³" in note and "activations are not included" in note
-    assert "gpt2" in summary(gpt2)
+    assert f"<strong>{gpt2.model}</strong>" in summary_html(gpt2) and "gpt2" in gpt2.model
