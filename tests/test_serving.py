@@ -143,3 +143,14 @@ def test_dataframe_has_a_column_per_plan_figure(plan_24g: Any) -> None:
     assert {f"serving_{key}" for key in plan} <= set(frame.columns)
     assert int(first["serving_num_blocks"]) == plan["num_blocks"] and str(frame["serving_num_blocks"].dtype) == "Int64"
     assert frame["serving_num_blocks"].isna().iloc[1]  # the int4 row has no plan
+
+
+def test_a_config_that_states_its_length_as_n_positions_is_held_to_it() -> None:
+    """GPT-2's config.json states ``n_positions`` (1,024), not ``max_position_embeddings``: the
+    same fields the position warning and the fit read (``source.limits.position_field``)."""
+    gpt2 = str(ROOT / "tests" / "hub_data" / "models" / "openai-community" / "gpt2")
+    assert json.loads((Path(gpt2) / "config.json").read_text())["n_positions"] == 1024
+    with pytest.raises(BadOptionError, match=r"--max-model-len 2,048 is more than .*'s n_positions \(1,024\)"):
+        estimate(gpt2, mode="serving", gpu_memory="24GiB", dtypes="float16", max_model_len=2048)
+    row = estimate(gpt2, mode="serving", gpu_memory="24GiB", dtypes="float16").row("float16")
+    assert row.serving["max_model_len"] == 1024

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.options import DType, KVCacheDType, Library
 from estimator.result import Row
+from estimator.source.limits import position_field
 from estimator.source.stored import ROW_ITEMSIZE  # the bytes of a float row's values
 
 if TYPE_CHECKING:
@@ -26,11 +27,6 @@ if TYPE_CHECKING:
     from estimator.source.resolve import Resolved
 
 logger = logging.getLogger(__name__)
-
-def max_position_embeddings(config: Any) -> int | None:
-    value = getattr(config.get_text_config(decoder=True), "max_position_embeddings", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
 
 def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -> tuple[Row, ...]:
     """One row per dtype with the plan of serving ``resolved`` with vLLM on ``gpu`` (its ``total_bytes``:
@@ -70,14 +66,14 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
             raise UnsupportedError([Option("mode"), f" serving plans text generation; {resolved.name} is not a causal "
                                     "language model."], model_id=resolved.name)
         config = model.config
-        limit = max_position_embeddings(config)
+        field, limit = position_field(resolved.config) or ("max_position_embeddings", None)
         max_model_len = serving.max_model_len or limit
         if max_model_len is None:
             raise BadOptionError([f"{resolved.name}'s config gives no max_position_embeddings: give ", Option("max_model_len"), "."],
                                  model_id=resolved.name, option="max_model_len")
         if limit is not None and max_model_len > limit:
             raise BadOptionError([Option("max_model_len"), f" {max_model_len:,} is more than {resolved.name}'s "
-                                  f"max_position_embeddings ({limit:,}); vLLM refuses it too."], model_id=resolved.name)
+                                  f"{field} ({limit:,}); vLLM refuses it too."], model_id=resolved.name)
         kv_bytes = 1 if serving.kv_cache_dtype is KVCacheDType.FP8 else ROW_ITEMSIZE[dtype]
         layout = kv_layout(config, dtype_bytes=kv_bytes)
         try:
