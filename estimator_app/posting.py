@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from estimator.errors import PostingError
 from estimator.source import hub
 from estimator.units import format_bytes
+from estimator_app.fields import OPTIONS, short_label
 from estimator_app.tables import method_label
 
 if TYPE_CHECKING:
@@ -123,21 +124,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-_OPTION_NAMES = {
+# The options in a post are named as the form labels them, without the labels' hints; a posted
+# result names its commit, and a reader of the post did not fill "Your GPU".
+_OPTION_NAMES = {keyword: short_label(field) for keyword, field in OPTIONS.items() if keyword != "token"} | {
     "revision": "Commit",
-    "library": "Library",
-    "dtypes": "dtypes",
-    "mode": "Mode",
-    "batch_size": "Batch size",
-    "seq_len": "Sequence length",
-    "image_size": "Image size",
-    "max_new_tokens": "New tokens",
-    "device": "Target device",
-    "optimizer": "Optimizer",
-    "pure_16bit": "Pure 16-bit",
-    "gradient_checkpointing": "Gradient checkpointing",
-    "lora_rank": "LoRA rank",
-    "lora_targets": "LoRA targets",
+    "gpu": "GPU",
+    "gpu_memory": "GPU memory",
     "trust_remote_code": "Runs the repo's own code",
 }
 

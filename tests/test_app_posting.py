@@ -63,3 +63,10 @@ def test_only_hub_results_are_posted() -> None:
 def test_posting_needs_the_visitor_s_token() -> None:
     with pytest.raises(posting.PostingError, match="write-discussions"):
         posting.post("openai-community/gpt2", "t", "b", token="")
+
+
+def test_options_are_named_as_the_form_names_them() -> None:
+    serving = Estimate(**{**HUB.__dict__, "mode": "serving", "options": {
+        "mode": "serving", "gpu_memory": "24GiB", "max_model_len": 4096, "kv_cache_dtype": "fp8", "gpus": 1}})
+    lines = posting.options_lines(serving)
+    assert lines == ["- Mode: serving", "- GPU memory: 24GiB", "- Max model length: 4096", "- KV cache dtype: fp8", "- GPUs per node: 1"]
