@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,14 +34,13 @@ from estimator.parallel.zero import StateBytes, ddp_bucket_bytes, zero_model_sta
 from estimator.peak.components import Component
 from estimator.peak.engine import PeakResult, _collect, _run
 from estimator.peak.formula import state_bytes
-from estimator.peak.layers import SAMPLE_LAYERS, extrapolate, layer_count
+from estimator.peak.layers import SAMPLE_LAYERS, extrapolated
 from estimator.peak.steps import OUTPUTS_KEPT, StepPeak
 from estimator.peak.tracker import PeakSnapshot, StorageTracker
 from estimator.peak.training import Recipe, prepare
 
 __all__ = ["ParallelResult", "simulate_parallel"]
 
-logger = logging.getLogger(__name__)
 
 Phases = dict[str, PeakSnapshot]
 FSDP_SAMPLE_LAYERS = (3, 4, 5)
@@ -151,16 +149,10 @@ def _local_step(model: nn.Module, device: str, batch_size: int, seq_len: int, im
 
 def _phases(model: nn.Module, run: Runner, extrapolate_layers: bool,
             sizes: tuple[int, int, int] = SAMPLE_LAYERS) -> tuple[Phases, tuple[str, ...]]:
-    n_layers = layer_count(model) if extrapolate_layers else None
-    if n_layers is not None and n_layers > sizes[-1] + 1:
-        try:
-            found = extrapolate(model, n_layers, run, sizes)
-        except Exception:  # the full simulation below reports the failure
-            logger.debug("layer extrapolation failed", exc_info=True)
-            found = None
-        if found is not None:
-            phases, notes = found  # the CUDA allocator's overheads are not modelled per GPU under a strategy
-            return phases, (*notes, f"{n_layers} alike layers: simulated with {sizes} layers, extrapolated (exactly linear)")
+    found = extrapolated(model, run, sizes, min_layers=sizes[-1] + 2) if extrapolate_layers else None
+    if found is not None:  # the CUDA allocator's overheads are not modelled per GPU under a strategy
+        phases, notes, note = found
+        return phases, (*notes, note)
     return run(model)
 
 

@@ -45,7 +45,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from estimator.peak.components import Component
 from estimator.peak.formula import formula_components
 from estimator.peak.inputs import workload_for
-from estimator.peak.layers import SAMPLE_LAYERS, extrapolate, layer_count
+from estimator.peak.layers import extrapolated
 from estimator.peak.materialize import materialize
 from estimator.peak.steps import AFTER, OUTPUTS_KEPT, StepPeak, simulate_step
 from estimator.peak.tracker import PeakSnapshot
@@ -127,21 +127,14 @@ def simulate_peak(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
-    n_layers = layer_count(model) if extrapolate_layers else None
-    if n_layers is not None:
-        try:
-            found = extrapolate(model, n_layers, lambda m: _run(m, mode, device, batch_size, seq_len,
-                                                               image_size, max_new_tokens, recipe))
-        except Exception:  # the full simulation below reports the failure
-            logger.debug("layer extrapolation failed", exc_info=True)
-            found = None
-        if found is not None:
-            phases, notes = found
-            note = f"{n_layers} alike layers: simulated with {SAMPLE_LAYERS} layers, extrapolated (exactly linear)"
-            if device == "cuda":
-                note += ("; the caching allocator's rounding and cached blocks are replayed over a whole model only "
-                         "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
-            return _result(phases, (*notes, *counted, note))
+    found = extrapolated(model, lambda m: _run(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe)) \
+        if extrapolate_layers else None
+    if found is not None:
+        phases, notes, note = found
+        if device == "cuda":
+            note += ("; the caching allocator's rounding and cached blocks are replayed over a whole model only "
+                     "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
+        return _result(phases, (*notes, *counted, note))
     try:
         phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe)
         return _result(phases, (*notes, *counted), overhead)

@@ -112,3 +112,24 @@ def extrapolate(
         result[name] = PeakSnapshot(s4.peak_bytes + steps * (s4.peak_bytes - s3.peak_bytes),
                                     {k: v for k, v in comps.items() if v})
     return result, notes
+
+
+def extrapolated(
+    model: nn.Module, simulate: Callable[[nn.Module], Any], sizes: tuple[int, int, int] = SAMPLE_LAYERS, *, min_layers: int = 1,
+) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], str] | None:
+    """:func:`extrapolate` where it applies: the phases, the notes and a note saying how, or ``None``
+    where the model has no alike layers (or fewer than ``min_layers``), the samples are not exactly
+    linear, or a sample could not be simulated; the caller then simulates the whole model, which
+    reports any failure."""
+    n_layers = layer_count(model)
+    if n_layers is None or n_layers < min_layers:
+        return None
+    try:
+        found = extrapolate(model, n_layers, simulate, sizes)
+    except Exception:  # the whole-model simulation reports the failure
+        logger.debug("layer extrapolation failed", exc_info=True)
+        return None
+    if found is None:
+        return None
+    phases, notes = found
+    return phases, notes, f"{n_layers} alike layers: simulated with {sizes} layers, extrapolated (exactly linear)"
