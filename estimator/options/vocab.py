@@ -1,0 +1,218 @@
+"""The closed vocabularies (enums) of every option, and the parsers of single values.
+
+Each parser raises :class:`~estimator.errors.BadOptionError` whose ``option`` names the option and
+whose message lists the accepted values.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import TypeVar
+
+from estimator.errors import BadOptionError, Option
+
+_C = TypeVar("_C", bound="_Choice")
+
+
+class _Choice(str, enum.Enum):
+    """A str-valued enum whose ``parse`` names the accepted values on failure."""
+
+    @classmethod
+    def parse(cls: type[_C], value: object, *, option: str) -> _C:
+        """The member spelled ``value`` (case and ``-``/``_`` ignored); ``option`` is the keyword it came from."""
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower().replace("_", "-")
+        for member in cls:
+            if text in (member.value, member.value.replace("_", "-")):
+                return member
+        choices = ", ".join(m.value for m in cls)
+        raise BadOptionError([Option(option), f" must be one of {choices}; got {value!r}."])
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DType(_Choice):
+    """A row of the result: the precision the weights are loaded in."""
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+    FLOAT8 = "float8"
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def is_16bit(self) -> bool:
+        return self in (DType.FLOAT16, DType.BFLOAT16)
+
+    @property
+    def is_quantized(self) -> bool:
+        return self in (DType.FLOAT8, DType.INT8, DType.INT4)
+
+
+class Mode(_Choice):
+    LOAD = "load"
+    INFERENCE = "inference"
+    TRAINING = "training"
+    SERVING = "serving"  # a vLLM-style memory plan on one GPU (estimator.serving)
+
+
+class KVCacheDType(_Choice):
+    """vLLM's ``--kv-cache-dtype``: the model's dtype, or one byte per value."""
+
+    AUTO = "auto"
+    FP8 = "fp8"
+
+
+class Device(_Choice):
+    CUDA = "cuda"
+    CPU = "cpu"
+
+
+class Library(_Choice):
+    AUTO = "auto"
+    TRANSFORMERS = "transformers"
+    TIMM = "timm"
+    DIFFUSERS = "diffusers"
+    SENTENCE_TRANSFORMERS = "sentence-transformers"
+
+
+class Optimizer(_Choice):
+    ADAMW = "adamw"
+    SGD = "sgd"
+    ADAFACTOR = "adafactor"
+    ADAMW8BIT = "adamw8bit"
+
+
+class Component(_Choice):
+    """What holds memory at the peak instant (keys of ``components``)."""
+
+    WEIGHTS = "weights"
+    GRADIENTS = "gradients"
+    OPTIMIZER_STATES = "optimizer_states"
+    ACTIVATIONS = "activations"
+    TEMPORARIES = "temporaries"
+    KV_CACHE = "kv_cache"
+    INPUTS = "inputs"
+
+
+class Strategy(_Choice):
+    """How a step is spread over several GPUs (``--strategy``)."""
+
+    DDP = "ddp"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+    FSDP = "fsdp"
+    TP = "tp"
+
+
+class Offload(_Choice):
+    """What DeepSpeed ZeRO moves to CPU memory (``--offload``)."""
+
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    OPTIMIZER_PARAMS = "optimizer+params"
+
+
+class OutputFormat(_Choice):
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+    MARKDOWN = "markdown"
+
+
+DEFAULT_DTYPES: tuple[DType, ...] = (DType.FLOAT32, DType.FLOAT16, DType.INT8, DType.INT4)
+
+
+def parse_dtypes(values: str | Iterable[str | DType] | None) -> tuple[DType, ...]:
+    """Parse ``"float32,float16"``, ``["float32", "int4"]`` or ``None`` (the defaults).
+
+    Order is kept, duplicates dropped; an empty selection is an error.
+    """
+    if values is None:
+        return DEFAULT_DTYPES
+    if isinstance(values, (str, DType)):
+        values = [values]
+    if not isinstance(values, Iterable) or isinstance(values, (bytes, dict)):
+        raise BadOptionError([Option("dtypes"), f" must be a dtype name or a list of them; got {values!r}."])
+    parsed: list[DType] = []
+    for value in values:
+        for part in str(value).replace(",", " ").split():
+            dtype = DType.parse(part, option="dtypes")
+            if dtype not in parsed:
+                parsed.append(dtype)
+    if not parsed:
+        raise BadOptionError([Option("dtypes"), " needs at least one of float32, float16, bfloat16, float8, int8, int4."])
+    return tuple(parsed)
+
+
+def positive_int(value: object, *, option: str, minimum: int = 1, maximum: int = 1 << 40) -> int:
+    """Parse an integer option within [minimum, maximum]; booleans and floats with a fraction are refused."""
+    if isinstance(value, bool):
+        raise BadOptionError([Option(option), f" must be an integer; got {value!r}."])
+    try:
+        number = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise BadOptionError([Option(option), f" must be an integer; got {value!r}."]) from None
+    if not minimum <= number <= maximum:
+        raise BadOptionError([Option(option), f" must be between {minimum} and {maximum:,}; got {number:,}."])
+    return number
+
+
+def seconds(value: object, *, option: str, maximum: float = 3600.0) -> float:
+    """Parse a time limit in seconds: a finite number in (0, maximum]."""
+    if isinstance(value, bool):
+        raise BadOptionError([Option(option), f" must be a number of seconds; got {value!r}."])
+    try:
+        number = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+    except ValueError:
+        raise BadOptionError([Option(option), f" must be a number of seconds; got {value!r}."]) from None
+    if not 0 < number <= maximum:  # NaN fails this too
+        raise BadOptionError([Option(option), f" must be more than 0 and at most {maximum:g} seconds; got {value!r}."])
+    return number
+
+
+class FlashAttn(_Choice):
+    """llama.cpp's ``--flash-attn``: auto (its default) lets the backend decide."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
+CACHE_TYPES = ("f16", "f32", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # llama.cpp's -ctk / -ctv
+
+
+def parse_cache_type(value: object, *, option: str = "cache_type") -> str:
+    text = str(value).strip().lower()
+    if text not in CACHE_TYPES:
+        raise BadOptionError([Option(option), f" must be one of {', '.join(CACHE_TYPES)}; got {value!r}."])
+    return text
+
+
+BNB_COMPUTE_DTYPES = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
+
+
+def parse_bnb_compute_dtype(value: object) -> DType | None:
+    """``None`` (transformers' ``dtype="auto"``) or the ``dtype=`` an int8/int4 load passes: float32, float16, bfloat16."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return None
+    dtype = DType.parse(value, option="bnb_compute_dtype")
+    if dtype not in BNB_COMPUTE_DTYPES:
+        raise BadOptionError([Option("bnb_compute_dtype"), f" must be one of float32, float16, bfloat16 (or auto); got {value!r}."])
+    return dtype
+
+
+def parse_fraction(value: object, *, option: str) -> float:
+    """A number in (0, 1], such as vLLM's ``gpu_memory_utilization``."""
+    try:
+        number = float(str(value).strip()) if not isinstance(value, (int, float)) or isinstance(value, bool) else float(value)
+    except ValueError:
+        number = float("nan")
+    if isinstance(value, bool) or not 0 < number <= 1:  # NaN fails this too
+        raise BadOptionError([Option(option), f" must be a fraction of the GPU's memory, more than 0 and at most 1; got {value!r}."])
+    return number
