@@ -10,6 +10,7 @@ By default it starts the Hub stand-in (``python -m tests.hub_server --port 0``) 
 
     python bench/load_test.py                       # 20 users, 1,000 requests, 10% uncached
     python bench/load_test.py --url http://127.0.0.1:7860/ --pid 1234   # an app already running
+    python bench/load_test.py --smoke               # seconds: 2 users, 6 requests (CI)
 
 "Cached" requests repeat a model and options the app has answered before (the core caches Hub
 answers by commit, so only the model-info call and rendering remain); "uncached" ones ask for a
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 CACHED_MODELS = ("openai-community/gpt2", "google-bert/bert-base-cased", "meta-llama/Llama-3.1-8B")
 UNCACHED_MODELS = (
     "openai-community/gpt2",
@@ -134,9 +136,23 @@ def stop_stack(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
+def endpoint_inputs(model: str, dtypes: list[str], *, token: str = "", **fields: object) -> list[object]:
+    """The ``/estimate`` endpoint's inputs: the form's widgets in :data:`~estimator_app.fields.FIELDS` order, then the
+    token field and the last result (none).
+
+    Built from the form itself (:class:`~estimator_app.form.FormState`'s defaults, ``fields`` changed by name, written
+    as the widgets hold them by :func:`~estimator_app.form.to_fields`), so a field added to the page is sent with its
+    default and this bench cannot fall behind the form.
+    """
+    from estimator_app.form import FormState, to_fields
+
+    state = FormState(model=model, dtypes=tuple(dtypes), **fields)  # type: ignore[arg-type]  # names checked by the dataclass
+    return [*to_fields(state), token, None]
+
+
 def arguments(model: str, dtypes: list[str]) -> list[object]:
-    """The ``/estimate`` endpoint's inputs, in the form's order (defaults for the Advanced fields)."""
-    return [model, "main", "auto", dtypes, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", ""]
+    """The ``/estimate`` endpoint's inputs for a load estimate (the form's defaults elsewhere)."""
+    return endpoint_inputs(model, dtypes)
 
 
 class AppError(Exception):
@@ -168,7 +184,7 @@ def call(url: str, data: list[object], session: str | None = None, timeout: floa
     raise AppError("the stream ended without a result")
 
 
-def plan(requests: int, uncached_share: float, seed: int) -> list[tuple[str, str, list[str]]]:
+def plan(requests: int, uncached_share: float, seed: int, cached: tuple[str, ...] = CACHED_MODELS) -> list[tuple[str, str, list[str]]]:
     """``requests`` (kind, model, dtypes), shuffled; uncached ones never repeat a (model, dtypes)."""
     rng = random.Random(seed)
     fresh = [
@@ -181,7 +197,7 @@ def plan(requests: int, uncached_share: float, seed: int) -> list[tuple[str, str
     rng.shuffle(fresh)
     n_uncached = min(int(requests * uncached_share), len(fresh))
     jobs = [("uncached", model, dtypes) for model, dtypes in fresh[:n_uncached]]
-    jobs += [("cached", rng.choice(CACHED_MODELS), DEFAULT_DTYPES) for _ in range(requests - n_uncached)]
+    jobs += [("cached", rng.choice(cached), DEFAULT_DTYPES) for _ in range(requests - n_uncached)]
     rng.shuffle(jobs)
     return jobs
 
@@ -202,7 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uncached-share", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--smoke", action="store_true", help="a few seconds: 2 users, 6 requests, one model warmed (CI runs this)")
     args = parser.parse_args(argv)
+    cached, uncached = CACHED_MODELS, UNCACHED_MODELS
+    if args.smoke:
+        args.users, args.requests, args.uncached_share = 2, 6, 0.34
+        cached, uncached = CACHED_MODELS[:1], ()
 
     procs: list[subprocess.Popen[bytes]] = []
     if args.url:
@@ -228,14 +249,14 @@ def main(argv: list[str] | None = None) -> int:
                 results.latencies[kind].append(time.perf_counter() - started)
 
         warm = Results()
-        for model in CACHED_MODELS:  # the cached set, answered once before the clock starts
+        for model in cached:  # the cached set, answered once before the clock starts
             started = time.perf_counter()
             call(url, arguments(model, DEFAULT_DTYPES), "warm-up")
             warm.latencies["uncached"].append(time.perf_counter() - started)
-        for model in UNCACHED_MODELS:  # one-time costs (importing each architecture's modeling code) out of the growth
+        for model in uncached:  # one-time costs (importing each architecture's modeling code) out of the growth
             call(url, arguments(model, ["float32"]), "warm-up")
         rss_before = rss_mb(pid) if pid else float("nan")
-        jobs = plan(args.requests, args.uncached_share, args.seed)
+        jobs = plan(args.requests, args.uncached_share, args.seed, cached)
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.users) as pool:
             list(pool.map(one, jobs))

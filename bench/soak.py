@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.load_test import AppError, call, percentile, rss_mb, start_stack, stop_stack  # noqa: E402  (after the path fix)
+from bench.load_test import AppError, call, endpoint_inputs, percentile, rss_mb, start_stack, stop_stack  # noqa: E402  (after the path fix)
 
 TARGET_GROWTH_MB = 100.0
 APPROVED, UNAPPROVED = "hf_standin_user", "hf_standin_unapproved"  # the stand-in's test tokens
@@ -43,8 +43,8 @@ BAD = ("not a model id!!", "estimator-test/does-not-exist", "/etc", "../../root"
 
 
 def form(model: str, dtypes: list[str], *, mode: str = "load", batch: int = 1, seq: int = 0, token: str = "") -> list[object]:
-    """The ``/estimate`` endpoint's inputs in the form's order (the share link's)."""
-    return [model, "main", "auto", dtypes, mode, batch, seq, 0, 0, "cpu" if mode != "load" else "cuda", "adamw", False, False, 0, "", "none", token]
+    """The ``/estimate`` endpoint's inputs (the form's own fields and defaults, ``bench.load_test.endpoint_inputs``)."""
+    return endpoint_inputs(model, dtypes, token=token, mode=mode, batch=batch, seq=seq or None, device="cpu" if mode != "load" else "cuda")
 
 
 @dataclass(frozen=True)
