@@ -44,6 +44,9 @@ class Row:
     offload: dict[str, int] | None = None  # GGUF inference with a GPU or n_gpu_layers: llama.cpp's layer split
     serving: dict[str, Any] | None = None  # mode "serving": the vLLM-style plan (estimator.serving.plan.ServingPlan.to_dict)
     cpu_bytes: int | None = None  # several GPUs with ZeRO offload: host memory per node (docs/parallel.md)
+    # training: the peak of a hand-written loop that keeps the model's outputs alive through
+    # backward() and the optimizer step (peak_bytes is the loop that keeps only the loss); else None
+    outputs_kept_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
@@ -61,6 +64,7 @@ class Row:
             "components": dict(self.components),
             "runtime_overhead": None if self.runtime_overhead is None else dict(self.runtime_overhead),
             "cpu_bytes": self.cpu_bytes,
+            "outputs_kept_bytes": self.outputs_kept_bytes,
             "method": self.method,
             "notes": list(self.notes),
             "fit": None if self.fit is None else dict(self.fit),
@@ -124,6 +128,8 @@ class Estimate:
             }
             if row.cpu_bytes is not None:
                 record["cpu_bytes"] = row.cpu_bytes
+            if row.outputs_kept_bytes is not None:
+                record["outputs_kept_bytes"] = row.outputs_kept_bytes
             for key, value in row.components.items():
                 record[f"component_{key}"] = value
             if row.fit is not None:  # with a GPU: the verdict and the largest batch / sequence

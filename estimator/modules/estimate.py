@@ -13,7 +13,9 @@ runs one step on a workload of positional inputs of the given sizes
   output), backward, ``optimizer.step()`` and ``zero_grad(set_to_none=True)``; the peak is taken
   over the second step, when the optimizer states exist. Step 1 runs in full (a module may create
   state in its first forward). The output is dropped once the loss is computed, as a training
-  loop that keeps only the loss does.
+  loop that keeps only the loss does. ``Row.outputs_kept_bytes`` (and a note) is the peak of the
+  loop that keeps it alive through backward() and the optimizer step
+  (``out = model(x); out.sum().backward(); opt.step()``), from the same trace.
 - ``mode="inference"``: one forward under ``torch.no_grad()`` in ``eval()`` mode; the output is
   alive at the end.
 - ``mode="load"``: weights only; ``peak_bytes`` is ``None`` as the contract says.
@@ -46,10 +48,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from estimator.build.weights import measure, training_adam_bytes
 from estimator.errors import BadOptionError, InputError, UnsupportedError
 from estimator.options import Device, DType, Mode, Optimizer, parse_dtypes
-from estimator.peak.engine import simulate_step
+from estimator.peak.engine import outputs_kept_note, simulate_step
 from estimator.peak.inputs import module_workload
 from estimator.peak.materialize import materialize
-from estimator.peak.steps import OPTIMIZERS
+from estimator.peak.steps import OPTIMIZERS, StepPeak
 from estimator.result import Estimate, Row
 
 __all__ = ["estimate_module", "first_tensor", "parse_input_sizes"]
@@ -124,9 +126,10 @@ def simulate_module(
     optimizer: Optimizer,
     loss_fn: Callable[[Any], torch.Tensor] | None,
     autocast_dtype: torch.dtype | None = None,
-) -> tuple[int, dict[str, int]]:
+) -> StepPeak:
     """One step of ``model`` (built on meta, consumed) on inputs of ``sizes``, by the one engine
-    (:func:`~estimator.peak.engine.simulate_step`); returns the peak and its components."""
+    (:func:`~estimator.peak.engine.simulate_step`): the peak of each phase, and the peak had the
+    outputs stayed alive (:attr:`~estimator.peak.steps.StepPeak.outputs_kept`, training)."""
     if optimizer.value not in OPTIMIZERS:
         raise UnsupportedError(f"optimizer {optimizer.value} is not simulated for modules; use one of {', '.join(OPTIMIZERS)}.")
     fake_mode = FakeTensorMode(static_shapes=True)
@@ -143,7 +146,7 @@ def simulate_module(
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide
         gc.collect()
-    return step.peak.peak_bytes, dict(step.peak.components)
+    return step
 
 
 def _scalar_loss(loss_fn: Callable[[Any], torch.Tensor] | None, output: Any) -> torch.Tensor:
@@ -237,7 +240,7 @@ def _row(
     if mixed:
         notes.append(f"mixed precision: fp32 weights and optimizer states, autocast to {dtype.value}")
     try:
-        peak, components = simulate_module(
+        step = simulate_module(
             model, sizes, input_dtype or torch_dtype, mode=mode, device=device, optimizer=optimizer,
             loss_fn=loss_fn, autocast_dtype=torch_dtype if mixed else None,
         )
@@ -253,8 +256,12 @@ def _row(
         raise InputError(
             f"the module's forward failed on inputs of size {', '.join(map(str, sizes))}: {type(exc).__name__}: {exc}"
         ) from exc
+    peak, kept = step.peak.peak_bytes, step.outputs_kept
     if mode is Mode.TRAINING:
         notes.append(f"training: 2 steps of forward, loss, backward and {optimizer.value}; peak of step 2")
+        if kept is not None:
+            notes.append(outputs_kept_note("the output dropped once the loss is computed",
+                                           kept.peak_bytes, peak))
     else:
         notes.append("inference: one forward under no_grad")
     if device is Device.CUDA:
@@ -266,6 +273,7 @@ def _row(
         training_adam_bytes=adam,
         method="simulated",
         peak_bytes=peak,
-        components=components,
+        components=dict(step.peak.components),
+        outputs_kept_bytes=None if kept is None else kept.peak_bytes,
         notes=tuple(notes),
     )

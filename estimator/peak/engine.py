@@ -47,7 +47,7 @@ from estimator.peak.formula import formula_components
 from estimator.peak.inputs import workload_for
 from estimator.peak.layers import extrapolated
 from estimator.peak.materialize import materialize
-from estimator.peak.steps import AFTER, OUTPUTS_KEPT, StepPeak, simulate_step
+from estimator.peak.steps import AFTER, StepPeak, simulate_step
 from estimator.peak.tracker import PeakSnapshot
 from estimator.peak.training import LoraTargetsError, Recipe, prepare
 
@@ -179,22 +179,26 @@ def _result(phases: Phases, notes: tuple[str, ...], overhead: dict[str, int] | N
     step = StepPeak(phases, notes)
     name, snap = step.phase, step.peak
     extra = []
-    kept_phases = [v for k, v in phases.items() if k.startswith(OUTPUTS_KEPT)]
-    kept = max(kept_phases, key=lambda v: v.peak_bytes) if kept_phases else None
+    kept = step.outputs_kept
     if kept is not None:
-        more = kept.peak_bytes - snap.peak_bytes
-        extra.append(
-            "simulated loop: transformers' Trainer (only the loss outlives the forward); a hand-written loop that keeps "
-            f"`outputs` alive through backward() and the optimizer step peaks at {kept.peak_bytes:,} bytes "
-            f"({more:+,} bytes, {more / snap.peak_bytes:+.1%})" if more else
-            "simulated loop: transformers' Trainer (only the loss outlives the forward); keeping `outputs` alive through "
-            "backward() and the optimizer step does not change this peak"
-        )
+        extra.append(outputs_kept_note("transformers' Trainer", kept.peak_bytes, snap.peak_bytes))
     if "decode" in phases:
         extra.append(_decode_cache_note(phases, name))
     return PeakResult(snap.peak_bytes, snap.components, "simulated", (*notes, *extra, f"peak in phase: {name}"),
-                      outputs_kept_bytes=None if kept is None else max(kept.peak_bytes, snap.peak_bytes),
+                      outputs_kept_bytes=None if kept is None else kept.peak_bytes,
                       allocator_overhead=overhead)
+
+
+def outputs_kept_note(loop: str, kept_bytes: int, peak_bytes: int) -> str:
+    """The note beside a training peak: which loop was simulated, and the peak of a hand-written loop
+    that keeps the model's outputs alive through backward() and the optimizer step."""
+    more = kept_bytes - peak_bytes
+    if not more:
+        return (f"simulated loop: {loop} (only the loss outlives the forward); keeping `outputs` alive through "
+                "backward() and the optimizer step does not change this peak")
+    return (f"simulated loop: {loop} (only the loss outlives the forward); a hand-written loop that keeps "
+            f"`outputs` alive through backward() and the optimizer step peaks at {kept_bytes:,} bytes "
+            f"({more:+,} bytes, {more / peak_bytes:+.1%}; the row's outputs_kept_bytes)")
 
 
 def _decode_cache_note(phases: Phases, name: str) -> str:

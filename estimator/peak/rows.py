@@ -167,6 +167,7 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             peak_bytes=result.peak_bytes,
             components=dict(result.components),
             runtime_overhead=None if result.allocator_overhead is None else dict(result.allocator_overhead),
+            outputs_kept_bytes=result.outputs_kept_bytes,
             method=result.method,
             notes=(*load_row.notes, *result.notes, *((beyond,) if beyond else ())),
         ))

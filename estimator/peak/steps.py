@@ -13,7 +13,8 @@ modelled as CUDA's fused kernels (:mod:`estimator.peak.cuda_sdpa`).
 
 - ``mode="inference"``: the workload's ``infer`` under ``no_grad`` in ``eval()`` mode; the output
   stays alive to the end. Generative workloads (causal / encoder-decoder LM) label the returned
-  cache ``kv_cache``, and with ``max_new_tokens`` a causal LM's last decode step is a second phase.
+  cache ``kv_cache`` (and SSM / linear-attention layers' states ``conv_state`` and ``ssm_state``:
+  :mod:`estimator.peak.caches`), and with ``max_new_tokens`` a causal LM's last decode step is a second phase.
 - ``mode="training"``: two steps of ``train_loss`` (forward and loss; the output is dropped once
   the loss exists), backward, ``optimizer.step()`` and ``zero_grad(set_to_none=True)``, with the
   forward under autocast when ``autocast_dtype`` is given (mixed precision; the device's op policy). The peak is taken
@@ -35,6 +36,8 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from estimator.peak.caches import cache_argument, label_cache, returned_cache
+from estimator.peak.caches import tensors_in as _tensors_in
 from estimator.peak.components import Component
 from estimator.peak.cuda_allocator import AllocatorPeaks, replay
 from estimator.peak.inputs import ModelKind, Workload, generate_kwargs, prefill_kwargs
@@ -77,6 +80,17 @@ class StepPeak:
     @property
     def peak(self) -> PeakSnapshot:
         return self.phases[self.phase]
+
+    @property
+    def outputs_kept(self) -> PeakSnapshot | None:
+        """Training: the peak had the model's outputs stayed alive through backward() and the
+        optimizer step (a hand-written loop, ``out = model(x); out.sum().backward(); opt.step()``),
+        never below :attr:`peak`; None where the step has no such phase (inference)."""
+        kept = [v for k, v in self.phases.items() if k.startswith(OUTPUTS_KEPT)]
+        if not kept:
+            return None
+        best = max(kept, key=lambda v: v.peak_bytes)
+        return best if best.peak_bytes > self.peak.peak_bytes else self.peak
 
 
 def simulate_step(
@@ -220,23 +234,6 @@ def _forward_backward(
     return outputs
 
 
-def _tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:
-    """Tensors reachable from a cache object (its layers' keys and values)."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif depth == 0 or obj is None or isinstance(obj, (int, float, str, bool)):
-        return
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _tensors_in(item, depth - 1)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors_in(item, depth - 1)
-    elif hasattr(obj, "__dict__"):
-        for item in vars(obj).values():
-            yield from _tensors_in(item, depth - 1)
-
-
 def _inference(
     model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, tracker: StorageTracker, max_new_tokens: int,
     autocast: Any,
@@ -251,7 +248,7 @@ def _inference(
             tracker.new_component = Component.ACTIVATIONS
             with autocast():
                 out = workload.infer(model, inputs)
-            tracker.relabel(_tensors_in(getattr(out, "past_key_values", None)), Component.KV_CACHE)
+            label_cache(tracker, returned_cache(out))
             phases = {"prefill" if generative else "forward": tracker.snapshot()}
             if generative:  # what the prefill leaves: the cache generate decodes from
                 tracker.reset_peak()
@@ -280,11 +277,11 @@ def _last_decode_step(
     kwargs = prefill_kwargs(model)
     with StandIns():  # untracked, with the fake kernels' stand-ins the tracked step gets
         out = model(input_ids=torch.zeros(b, n + max_new_tokens - 1, dtype=ids.dtype), **kwargs)
-    cache = out.past_key_values
+    cache = returned_cache(out)
     del out
     with tracker:
         tracker.reset_peak()
-        tracker.relabel(_tensors_in(cache), Component.KV_CACHE)
+        label_cache(tracker, cache)
         tracker.new_component = Component.INPUTS  # generate's mask and positions for the whole context
         kept = generate_kwargs(model, b, n + max_new_tokens)
         if "position_ids" in kept:  # the model gets the last token's
@@ -292,12 +289,12 @@ def _last_decode_step(
         tracker.new_component = Component.ACTIVATIONS
         step = model(
             input_ids=torch.zeros(b, 1, dtype=ids.dtype),
-            past_key_values=cache,
+            **{cache_argument(model): cache},
             use_cache=True,
             **kept,
             **({"logits_to_keep": 1} if "logits_to_keep" in kwargs else {}),
         )
-        tracker.relabel(_tensors_in(step.past_key_values), Component.KV_CACHE)
+        label_cache(tracker, returned_cache(step))
         peak = tracker.snapshot()
         tracker.reset_peak()  # the window is now the instant the step returns
         return peak, tracker.snapshot()
