@@ -1,0 +1,273 @@
+"""Coverage over transformers' whole registry: every model type, a small config, built for real.
+
+``python -m bench.coverage --tag before`` runs every ``model_type`` of
+``transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES`` through
+:func:`testkit.coverage.run_type` (main task class, small config by the documented shrinking rule,
+the real CPU build's bytes, ``estimate()`` on a folder with that config.json in modes load,
+inference and training) in at most 2 worker processes, each under an address-space limit, each
+type under a time limit (a worker past it is killed and restarted; the type is recorded as a
+timeout). Rows go to ``bench/results/coverage_<tag>.jsonl`` as they come, so a run that stops
+resumes where it left (``--retry`` runs the listed types again). ``--report`` writes
+``bench/results/coverage_<tag>.md`` (by category, by failure cause, what remains) and
+``coverage_<tag>.csv`` from the jsonl; ``--compare before after`` writes the before/after tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import select
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+ADDRESS_SPACE = 8 * 1024**3  # per worker (torch reserves address space; resident stays far lower)
+MODES = ("load", "inference", "training")
+
+
+def all_types() -> list[str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(CONFIG_MAPPING_NAMES)
+
+
+# ---------------------------------------------------------------------------------------------
+# worker: reads model types on stdin, writes one JSON row per line on stdout
+# ---------------------------------------------------------------------------------------------
+
+def worker() -> None:
+    import logging
+    import warnings
+
+    logging.disable(logging.CRITICAL)
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from testkit.coverage import run_type
+
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything the models print stays off the protocol
+    for line in sys.stdin:
+        model_type = line.strip()
+        if not model_type:
+            continue
+        try:
+            row = run_type(model_type)
+        except BaseException as exc:  # noqa: BLE001 - the bench's own failure is a row too
+            row = {"model_type": model_type, "status": "bench-error", "skip_reason": f"{type(exc).__name__}: {exc}"[:500]}
+        out.write(json.dumps(row, default=str) + "\n")
+        out.flush()
+
+
+def _limit() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+    os.nice(5)
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.coverage", "--worker"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, preexec_fn=_limit, env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"},
+        )
+        self.current: str | None = None
+        self.since = 0.0
+
+    def give(self, model_type: str) -> None:
+        assert self.proc.stdin is not None
+        self.current, self.since = model_type, time.monotonic()
+        self.proc.stdin.write(model_type + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def run(tag: str, types: list[str], *, workers: int, timeout: float) -> None:
+    path = RESULTS / f"coverage_{tag}.jsonl"
+    done = {json.loads(line)["model_type"] for line in path.read_text().splitlines()} if path.exists() else set()
+    pending = [t for t in types if t not in done]
+    print(f"{len(pending)} types to run ({len(done)} already in {path.name})", file=sys.stderr)
+    pool = [Worker() for _ in range(min(workers, len(pending)))]
+    started, last = time.monotonic(), -1
+    with path.open("a") as sink:
+        def record(row: dict[str, Any]) -> None:
+            sink.write(json.dumps(row, default=str) + "\n")
+            sink.flush()
+
+        while pending or any(w.current for w in pool):
+            for w in pool:
+                if w.current is None and pending:
+                    w.give(pending.pop(0))
+            busy = {w.proc.stdout.fileno(): w for w in pool if w.current and w.proc.stdout is not None}
+            ready, _, _ = select.select(list(busy), [], [], 1.0)
+            for fd in ready:
+                w = busy[fd]
+                assert w.proc.stdout is not None
+                line = w.proc.stdout.readline()
+                if line:
+                    row = json.loads(line)
+                    row["seconds"] = round(time.monotonic() - w.since, 2)
+                    record(row)
+                    w.current = None
+                else:  # the worker died (memory limit, a crash in native code)
+                    record({"model_type": w.current, "status": "crashed", "skip_reason": f"worker exited with {w.proc.wait()}"})
+                    pool[pool.index(w)] = Worker()
+            for i, w in enumerate(pool):
+                if w.current and time.monotonic() - w.since > timeout:
+                    record({"model_type": w.current, "status": "timeout", "skip_reason": f"over {timeout:.0f} s"})
+                    w.stop()
+                    pool[i] = Worker()
+            if len(pending) != last:
+                last = len(pending)
+                print(f"{last} left, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    for w in pool:
+        w.stop()
+    print(file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------
+
+def load_rows(tag: str) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for line in (RESULTS / f"coverage_{tag}.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        rows[row["model_type"]] = row  # a later row (--retry) replaces an earlier one
+    return [rows[t] for t in sorted(rows)]
+
+
+def built(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("status") == "done"]
+
+
+def category_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    from testkit.coverage import CATEGORIES
+
+    head = ["category", "types", "small config built", "load exact", "inference simulated", "training simulated", "internal errors"]
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[r.get("category") or "other"].append(r)
+    body = []
+    for cat in [*CATEGORIES, "all"]:
+        group = rows if cat == "all" else by.get(cat, [])
+        if not group:
+            continue
+        b = built(group)
+        n = len(b)
+
+        errors = sum(1 for r in b for m in MODES if r[m]["status"] == "error")
+        body.append([cat, len(group), n, _share(sum(r["load"]["status"] == "ok" for r in b), n),
+                     _share(sum(r["inference"]["status"] == "ok" for r in b), n), _share(sum(r["training"]["status"] == "ok" for r in b), n), errors])
+    return head, body
+
+
+def _share(count: int, n: int) -> str:
+    return f"{count} ({100 * count / n:.1f}%)" if n else "-"
+
+
+def cause_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    counts: Counter[tuple[str, str]] = Counter()
+    types: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in built(rows):
+        for m in MODES:
+            entry = r[m]
+            if entry["status"] != "ok":
+                key = (_cause(entry), entry["status"])
+                types[key].add(r["model_type"])
+                counts[key] += 1
+    body = []
+    for (text, status), _ in sorted(counts.items(), key=lambda kv: (-len(types[kv[0]]), kv[0])):
+        names = sorted(types[(text, status)])
+        body.append([len(names), status, text.replace("|", "\\|"), ", ".join(names[:8]) + (" …" if len(names) > 8 else "")])
+    return ["types", "row", "cause", "examples"], body
+
+
+def _cause(entry: dict[str, Any]) -> str:
+    """The entry's cause, normalised again from its detail (so a better normaliser needs no new run)."""
+    from testkit.coverage import cause
+
+    detail = entry.get("detail")
+    if not detail:
+        return str(entry.get("cause") or entry["status"])
+    prefix = {"error": "internal ", "refused": ""}.get(entry["status"], "")
+    name = entry.get("error")
+    return f"{prefix}{name}: {cause(detail)}" if name else cause(detail)
+
+
+def markdown(head: list[str], body: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def report(tag: str) -> str:
+    rows = load_rows(tag)
+    skipped = [r for r in rows if r.get("status") != "done"]
+    b = built(rows)
+    seconds = {m: sorted(r[m]["seconds"] for r in b) for m in MODES}
+    text = [f"# Coverage over transformers' registry ({tag})", "",
+            f"{len(rows)} model types; small config built for real on CPU: {len(b)}; not built: {len(skipped)}.", "",
+            "Command: `python -m bench.coverage --tag " + tag + "` then `python -m bench.coverage --report " + tag + "`.", "",
+            "## By category", "", markdown(*category_table(rows)), "",
+            "## By failure cause (rows that are not exact / not simulated)", "", markdown(*cause_table(rows)), "",
+            "## Seconds per mode (types built)", "",
+            markdown(["mode", "median", "p90", "max"], [[m, _q(s, 0.5), _q(s, 0.9), _q(s, 1.0)] for m, s in seconds.items()]), "",
+            "## Not built (skipped, with the reason)", "",
+            markdown(["model type", "class", "status", "reason"],
+                     [[r["model_type"], r.get("class") or "", r.get("status"), str(r.get("skip_reason", "")).replace("|", "\\|").replace("\n", " ")[:200]]
+                      for r in skipped]), ""]
+    (RESULTS / f"coverage_{tag}.md").write_text("\n".join(text))
+    with (RESULTS / f"coverage_{tag}.csv").open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["model_type", "category", "task", "class", "status", "level", "params", "truth_bytes",
+                      *[f"{m}_{k}" for m in MODES for k in ("status", "method", "bytes", "seconds", "cause")], "skip_reason"])
+        for r in rows:
+            modes = [r.get(m) or {} for m in MODES]
+            out.writerow([r["model_type"], r.get("category"), r.get("task"), r.get("class"), r.get("status"), r.get("level"),
+                          r.get("params"), r.get("truth_bytes"),
+                          *[e.get(k) for e in modes for k in ("status", "method", "bytes", "seconds", "cause")], r.get("skip_reason")])
+    return "\n".join(text)
+
+
+def _q(values: list[float], q: float) -> str:
+    return f"{values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]:.2f}" if values else "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="after", help="name of the run (results file coverage_<tag>.jsonl)")
+    parser.add_argument("--types", nargs="*", help="only these model types (default: the whole registry)")
+    parser.add_argument("--retry", action="store_true", help="run the given --types again even if they have a row")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (at most 2)")
+    parser.add_argument("--timeout", type=float, default=90.0, help="seconds per type")
+    parser.add_argument("--report", metavar="TAG", help="write coverage_TAG.md and .csv from its jsonl")
+    args = parser.parse_args()
+    if args.worker:
+        worker()
+        return
+    if args.report:
+        print(report(args.report))
+        return
+    types = args.types or all_types()
+    if args.retry and args.types:
+        path = RESULTS / f"coverage_{args.tag}.jsonl"
+        if path.exists():
+            keep = [line for line in path.read_text().splitlines() if json.loads(line)["model_type"] not in set(types)]
+            path.write_text("".join(line + "\n" for line in keep))
+    run(args.tag, types, workers=max(1, min(args.workers, 2)), timeout=args.timeout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+"""One model type of transformers' registry through the estimator, against a real CPU build.
+
+Shared by ``bench/coverage.py`` (the whole registry) and ``tests/test_coverage.py`` (a fixed sample).
+
+For a ``model_type``: its main task class (:func:`task_class`), a small config derived from its
+default config by :func:`shrink` (the rule is in its docstring), the model built for real on the
+CPU from that config (saved and loaded back with ``from_pretrained(dtype=float32)``, its parameter
+and buffer storages counted as ``tests/test_exact_bytes.py`` counts them), then the estimator the
+public way — ``estimate(folder)`` on a folder holding only that config.json — in modes load,
+inference and training. :func:`run_type` returns one plain dict per type (the bench's row).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+# ---------------------------------------------------------------------------------------------
+# The shrinking rule
+# ---------------------------------------------------------------------------------------------
+
+WIDTH = 64  # every hidden width (so projections between sub-configs still match)
+FFN = 128
+LAYERS = 2
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = 16
+VOCAB = 1024
+EXPERTS = 4
+EXPERTS_PER_TOKEN = 2
+IMAGE = 64
+PATCH = 16
+MAX_PARAMS = 60_000_000  # a small config above this is not small: the next, gentler level is not tried
+
+WIDTH_KEYS = {
+    "hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "dim", "model_dim", "d_embed", "word_embed_proj_dim",
+    "projection_dim", "out_hidden_size", "text_hidden_size", "encoder_hidden_size", "decoder_hidden_size",
+    "projector_hidden_size", "output_hidden_size", "embedding_size", "hidden_dim", "vision_output_dim", "emb_dim",
+}
+FFN_KEYS = {
+    "intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim", "mlp_dim", "linear_units",
+    "decoder_intermediate_size", "encoder_intermediate_size",
+}
+SMALL_FFN_KEYS = {"moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"}
+LAYER_KEYS = {
+    "num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers", "num_decoder_layers", "n_layers",
+    "num_encoder_layers", "depth", "decoder_num_layers", "encoder_num_layers",
+}
+HEAD_KEYS = {"num_attention_heads", "n_head", "encoder_attention_heads", "decoder_attention_heads", "num_heads", "n_heads", "attention_heads"}
+KV_HEAD_KEYS = {"num_key_value_heads", "multi_query_group_num", "num_kv_heads"}
+HEAD_DIM_KEYS = {"head_dim", "d_kv", "v_head_dim", "qk_nope_head_dim", "linear_key_head_dim", "linear_value_head_dim", "dim_head"}
+FIXED = {
+    "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 8, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+    "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8, "n_group": 1, "topk_group": 1,
+}
+EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
+EXPERT_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token"}
+IMAGE_KEYS = {"image_size"}
+PATCH_KEYS = {"patch_size"}
+TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids)$")
+
+
+def shrink(config: dict[str, Any], level: int = 1) -> dict[str, Any]:
+    """A small config from a default one (a ``to_dict()``), sub-configs (any dict value) too.
+
+    Level 1 (tried first): every hidden width key -> 64; feed-forward sizes -> 128 (expert and
+    shared-expert sizes -> 32); layer counts -> 2; attention heads -> 4, key/value heads -> 2
+    (1 where 2 does not divide the heads), head dims -> 16 (MLA ranks 32, rope part 8); vocab ->
+    1024, with every token id at or above it moved to a distinct id at the top of the new vocab;
+    experts -> 4, experts per token -> 2, expert groups -> 1; image size -> 64, patch size -> 16
+    (where larger); lists of per-stage depths -> 1 each. Never raised, only lowered.
+    Level 2: only layers, vocab and experts (widths, heads and image sizes kept).
+    Level 3: only layers.
+    At every level, lists as long as the old layer count are cut to the new one and ``layer_types``
+    is set to ``None`` so that the config recomputes it.
+    """
+    return _shrink(dict(config), level, _token_map(config) if level <= 2 else {})
+
+
+def _token_map(config: dict[str, Any]) -> dict[int, int]:
+    ids: set[int] = set()
+
+    def walk(d: dict[str, Any]) -> None:
+        for key, value in d.items():
+            if not isinstance(key, str) or key in ("id2label", "label2id"):
+                continue
+            if isinstance(value, dict):
+                walk(value)
+            elif TOKEN_ID.search(key) or key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+                for v in value if isinstance(value, list) else [value]:
+                    if isinstance(v, int) and not isinstance(v, bool) and v >= VOCAB:
+                        ids.add(v)
+
+    walk(config)
+    return {old: VOCAB - 1 - i for i, old in enumerate(sorted(ids))}
+
+
+def _lower(value: Any, target: int) -> Any:
+    return min(value, target) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else value
+
+
+def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int]) -> dict[str, Any]:
+    old_layers = next((d[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(d.get(k), int)), None)
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if not isinstance(key, str) or key in ("id2label", "label2id"):
+            out[key] = value
+            continue
+        if isinstance(value, dict):
+            out[key] = _shrink(value, level, tokens)
+            continue
+        if key in LAYER_KEYS:
+            out[key] = _lower(value, LAYERS)
+        elif level <= 2 and key == "vocab_size":
+            out[key] = _lower(value, VOCAB)
+        elif level <= 2 and key in EXPERT_KEYS:
+            out[key] = _lower(value, EXPERTS)
+        elif level <= 2 and key in EXPERT_TOPK_KEYS:
+            out[key] = _lower(value, EXPERTS_PER_TOKEN)
+        elif level <= 2 and (TOKEN_ID.search(key) or key in ("pad_token_id", "bos_token_id", "eos_token_id")):
+            out[key] = [tokens.get(v, v) for v in value] if isinstance(value, list) else tokens.get(value, value)
+        elif level == 1 and key in WIDTH_KEYS:
+            out[key] = _lower(value, WIDTH)
+        elif level == 1 and key in FFN_KEYS:
+            out[key] = _lower(value, FFN)
+        elif level == 1 and key in SMALL_FFN_KEYS:
+            out[key] = _lower(value, 32)
+        elif level == 1 and key in HEAD_KEYS:
+            out[key] = _lower(value, HEADS) if not isinstance(value, list) else [_lower(v, HEADS) for v in value]
+        elif level == 1 and key in HEAD_DIM_KEYS:
+            out[key] = _lower(value, HEAD_DIM)
+        elif level == 1 and key in FIXED:
+            out[key] = _lower(value, FIXED[key])
+        elif level == 1 and key in IMAGE_KEYS:
+            out[key] = _lower(value, IMAGE) if not isinstance(value, list) else [_lower(v, IMAGE) for v in value]
+        elif level == 1 and key in PATCH_KEYS:
+            out[key] = _lower(value, PATCH) if not isinstance(value, list) else [_lower(v, PATCH) for v in value]
+        elif level == 1 and key == "depths" and isinstance(value, list):
+            out[key] = [_lower(v, 1) for v in value]
+        else:
+            out[key] = value
+    if level == 1:
+        heads = next((out[k] for k in HEAD_KEYS if isinstance(out.get(k), int)), None)
+        for key in KV_HEAD_KEYS:
+            if isinstance(out.get(key), int) and heads:
+                kv = _lower(out[key], KV_HEADS)
+                out[key] = kv if heads % kv == 0 else 1
+    new_layers = next((out[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(out.get(k), int)), None)
+    if isinstance(old_layers, int) and isinstance(new_layers, int) and new_layers < old_layers:
+        for key, value in list(out.items()):
+            if isinstance(value, list) and len(value) == old_layers and key != "layer_types":
+                out[key] = value[:new_layers]
+    if "layer_types" in out:
+        out["layer_types"] = None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Task class and category
+# ---------------------------------------------------------------------------------------------
+
+# (task, mapping name in transformers.models.auto.modeling_auto), first match wins. Seq2seq and
+# masked LM come before causal LM: Whisper, BART and Marian are also in the causal-LM mapping (their
+# decoder alone), BERT and RoBERTa too (BertLMHeadModel); their published class is the other one.
+TASKS = (
+    ("image-text-to-text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),
+    ("speech-seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
+    ("seq2seq", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
+    ("masked-lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+    ("causal-lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    ("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+    ("base", "MODEL_MAPPING_NAMES"),
+)
+SPEECH_MAPPINGS = ("MODEL_FOR_CTC_MAPPING_NAMES", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES", "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
+                   "MODEL_FOR_TEXT_TO_SPECTROGRAM_MAPPING_NAMES", "MODEL_FOR_AUDIO_XVECTOR_MAPPING_NAMES")
+VISION_MAPPINGS = ("MODEL_FOR_IMAGE_MAPPING_NAMES", "MODEL_FOR_BACKBONE_MAPPING_NAMES", "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",
+                   "MODEL_FOR_IMAGE_SEGMENTATION_MAPPING_NAMES", "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
+                   "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES", "MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES",
+                   "MODEL_FOR_MASK_GENERATION_MAPPING_NAMES", "MODEL_FOR_KEYPOINT_DETECTION_MAPPING_NAMES")
+HYBRID_WORDS = ("mamba", "rwkv", "xlstm", "recurrent", "lfm2", "jamba", "zamba", "bamba", "falcon_h1", "hymba", "nemotron_h",
+                "granitemoehybrid", "qwen3_next", "minimax", "plamo2", "kimi_linear", "olmo_hybrid")
+HYBRID_KEYS = ("ssm_state_size", "mamba_d_state", "state_size", "linear_num_key_heads", "conv_L_cache", "mamba_n_heads")
+CATEGORIES = ("text decoder", "VLM", "speech", "encoder", "vision", "hybrid/SSM", "MoE", "other")
+
+
+def task_class(model_type: str) -> tuple[str, str] | None:
+    """``(task, class name)`` of the first mapping of :data:`TASKS` that holds ``model_type``."""
+    from transformers.models.auto import modeling_auto
+
+    for task, mapping in TASKS:
+        name = getattr(modeling_auto, mapping).get(model_type)
+        if isinstance(name, (list, tuple)):
+            name = name[0]
+        if name:
+            return task, name
+    return None
+
+
+def _in_mapping(model_type: str, mappings: tuple[str, ...]) -> bool:
+    from transformers.models.auto import modeling_auto
+
+    return any(model_type in getattr(modeling_auto, m, {}) for m in mappings)
+
+
+def _keys(d: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            for k, v in _keys(value).items():
+                flat.setdefault(k, v)
+        else:
+            flat.setdefault(key, value)
+    return flat
+
+
+def category(model_type: str, task: str, config: dict[str, Any]) -> str:
+    """One of :data:`CATEGORIES`, from the type's task, mappings and config keys (first match:
+    hybrid/SSM, MoE, VLM, speech, vision, encoder, text decoder)."""
+    flat = _keys(config)
+    layer_kinds = {str(v) for key in ("layer_types", "layers_block_type", "block_types") for v in (flat.get(key) or [])}
+    if any(w in model_type for w in HYBRID_WORDS) or any(k in flat for k in HYBRID_KEYS) \
+            or any(w in kind for kind in layer_kinds for w in ("mamba", "linear", "conv", "ssm", "recurrent", "rnn")):
+        return "hybrid/SSM"
+    if any(isinstance(flat.get(k), int) and flat[k] > 1 for k in EXPERT_KEYS):
+        return "MoE"
+    if task == "image-text-to-text" or _in_mapping(model_type, ("MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",)) \
+            or ("vision_config" in config and "text_config" in config):
+        return "VLM"
+    if task == "speech-seq2seq" or _in_mapping(model_type, SPEECH_MAPPINGS) or "audio_config" in config or "num_mel_bins" in flat:
+        return "speech"
+    if task == "image-classification" or _in_mapping(model_type, VISION_MAPPINGS) or ("image_size" in flat and "vocab_size" not in flat):
+        return "vision"
+    if task == "masked-lm" or (task == "base" and "vocab_size" in flat):
+        return "encoder"
+    if task in ("causal-lm", "seq2seq"):
+        return "text decoder"
+    return "other"
+
+
+# ---------------------------------------------------------------------------------------------
+# Failure causes
+# ---------------------------------------------------------------------------------------------
+
+def cause(text: str) -> str:
+    """A failure message normalised to a cause: numbers, quoted names, shapes and paths taken out."""
+    text = text.strip().splitlines()[0] if text.strip() else "?"
+    text = re.sub(r"/[\w./+-]+", "<path>", text)
+    text = re.sub(r"'([^']*)'|\"([^\"]*)\"|`([^`]*)`", _quoted, text)
+    text = re.sub(r"\[[\d, ]*\]|\([\d, ]*\)", "[…]", text)
+    text = re.sub(r"0x[0-9a-f]+|\d+(\.\d+)?", "N", text)
+    text = re.sub(r"\b[A-Z]\w+(For\w+|Model|Config)\b", "<Class>", text)
+    return re.sub(r"\s+", " ", text)[:140]
+
+
+def _quoted(m: re.Match[str]) -> str:
+    """A quoted field or attribute name stays (it is the cause); class names, values and code go."""
+    inner = next(g for g in m.groups() if g is not None)
+    return f"'{inner}'" if re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", inner) else "'…'"
+
+
+def _formula_reason(notes: tuple[str, ...] | list[str]) -> str:
+    for note in notes:
+        m = re.match(r"simulation failed \((.*)\); formula used", note, re.S)
+        if m:
+            return m.group(1)
+    return "formula without a failure note"
+
+
+# ---------------------------------------------------------------------------------------------
+# One type
+# ---------------------------------------------------------------------------------------------
+
+def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int | None, str | None]:
+    """``(config dict as saved, class name, real model, level, reason)``: the first level of
+    :func:`shrink` whose config builds for real on the CPU with at most :data:`MAX_PARAMS`
+    parameters; ``None`` and the reason where none does."""
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    found = task_class(model_type)
+    if found is None:
+        return None, "", None, None, "no model class in the auto mappings"
+    task, name = found
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        return None, name, None, None, f"{name} is not exported by transformers"
+    try:
+        default = CONFIG_MAPPING[model_type]().to_dict()
+    except Exception as exc:  # noqa: BLE001 - a default config the library cannot make is a skip reason
+        return None, name, None, None, f"default config: {type(exc).__name__}: {exc}"
+    reason = "?"
+    for level in (1, 2, 3):
+        small = shrink(default, level)
+        small["architectures"] = [name]
+        try:
+            hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
+            with torch.device("meta"):
+                meta = cls._from_config(hf_config, dtype=torch.float32)
+            params = sum(p.numel() for p in meta.parameters())
+            del meta
+            if params > MAX_PARAMS:
+                reason = f"level {level}: {params:,} parameters (more than {MAX_PARAMS:,})"
+                continue
+            torch.manual_seed(0)
+            model = cls._from_config(hf_config, dtype=torch.float32)
+            return small, name, model, level, None
+        except Exception as exc:  # noqa: BLE001 - why this level does not build is the skip reason
+            reason = f"level {level}: {type(exc).__name__}: {str(exc)[:300]}"
+    return None, name, None, None, reason
+
+
+def run_type(model_type: str, *, seq_len: int = 32, workdir: Path | None = None) -> dict[str, Any]:
+    """The bench row of one ``model_type`` (plain data, JSON-ready)."""
+    import torch
+
+    from estimator import estimate
+    from estimator.errors import EstimatorError
+    from testkit.truth import storage_bytes
+
+    warnings.filterwarnings("ignore")
+    found = task_class(model_type)
+    row: dict[str, Any] = {"model_type": model_type, "task": found[0] if found else None, "class": found[1] if found else None}
+    started = time.perf_counter()
+    small, name, model, level, reason = small_config(model_type)
+    row["build_s"] = round(time.perf_counter() - started, 2)
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        row["category"] = category(model_type, row["task"] or "base", CONFIG_MAPPING[model_type]().to_dict())
+    except Exception:  # noqa: BLE001 - the category of a type whose default config fails
+        row["category"] = "other"
+    if small is None:
+        row.update(status="skipped", skip_reason=reason)
+        return row
+    row["level"] = level
+    tmp = Path(tempfile.mkdtemp(prefix=f"coverage_{model_type}_", dir=workdir))
+    saved, folder = tmp / "saved", tmp / "config_only"
+    folder.mkdir()
+    truth_how = "from_pretrained"
+    try:
+        model.save_pretrained(saved)
+        real = type(model).from_pretrained(saved, dtype=torch.float32)
+        config_json = json.loads((saved / "config.json").read_text())
+    except Exception as exc:  # noqa: BLE001 - a model that cannot round-trip: counted as built
+        real, truth_how = model, f"_from_config (save/load failed: {type(exc).__name__})"
+        config_json = dict(small)
+    row["truth_bytes"] = storage_bytes(real)
+    row["truth_how"] = truth_how
+    row["params"] = sum(p.numel() for p in real.parameters())
+    del real, model
+    (folder / "config.json").write_text(json.dumps(config_json))
+    row["config"] = config_json
+    for mode in ("load", "inference", "training"):
+        t0 = time.perf_counter()
+        entry: dict[str, Any] = {}
+        try:
+            result = estimate(str(folder), dtypes=["float32"], mode=mode, seq_len=seq_len)
+            r = result.row("float32")
+            if mode == "load":
+                entry.update(method=r.method, bytes=r.total_bytes, exact=r.total_bytes == row["truth_bytes"])
+                entry["status"] = "ok" if entry["exact"] else "mismatch"
+            else:
+                entry.update(method=r.method, bytes=r.peak_bytes)
+                if r.peak_bytes is None:
+                    entry.update(status="null", cause=cause("; ".join(r.notes) or "peak_bytes is null"))
+                elif r.method == "simulated":
+                    entry["status"] = "ok"
+                else:
+                    reason_text = _formula_reason(r.notes)
+                    entry.update(status="formula", detail=reason_text[:500], cause=cause(reason_text))
+        except EstimatorError as exc:
+            entry.update(status="refused", error=type(exc).__name__, detail=str(exc)[:500],
+                         cause=f"{type(exc).__name__}: {cause(str(exc))}")
+        except Exception as exc:  # noqa: BLE001 - an internal error is what the bench counts
+            entry.update(status="error", error=type(exc).__name__, detail=str(exc)[:500],
+                         cause=f"internal {type(exc).__name__}: {cause(str(exc))}",
+                         where=_where(traceback.format_exc()))
+        entry["seconds"] = round(time.perf_counter() - t0, 2)
+        row[mode] = entry
+    row["status"] = "done"
+    return row
+
+
+def _where(tb: str) -> str:
+    """The innermost frame of the estimator in a traceback."""
+    frames = re.findall(r'File "([^"]*/estimator/[^"]*)", line (\d+), in (\w+)', tb)
+    if not frames:
+        return ""
+    path, line, func = frames[-1]
+    return f"{path.split('/estimator/')[-1]}:{line} {func}"
