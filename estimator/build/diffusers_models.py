@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from estimator.build.rejections import refusal
 from estimator.errors import LibraryMissingError, MalformedConfigError, UnknownArchitectureError
 from estimator.source.configs import SINGLE, read_diffusers
 from estimator.source.limits import check_config
@@ -92,16 +93,18 @@ def build_component(component: Component, dtype: torch.dtype, *, model: str) -> 
         try:
             with torch.device("meta"):
                 return apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
-            raise MalformedConfigError(f"transformers could not build {component.class_name} from the config of {where}: {exc}") from None
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError, AssertionError) as exc:
+            raise MalformedConfigError(f"transformers could not build {component.class_name} from the config of {where}: "
+                                       f"{refusal(exc, hf_config.to_dict())}") from None
     from accelerate import init_empty_weights
 
     cls = _diffusers_class(component, model=model)
     try:
         with init_empty_weights():
             built = cls.from_config(dict(component.config))  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
-        raise MalformedConfigError(f"diffusers could not build {component.class_name} from the config of {where}: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError, AssertionError) as exc:
+        raise MalformedConfigError(f"diffusers could not build {component.class_name} from the config of {where}: "
+                                   f"{refusal(exc, dict(component.config))}") from None
     # nn.Module.to, not ModelMixin.to: the latter only adds a warning about _keep_in_fp32_modules,
     # which _keep_fp32 then applies the way from_pretrained(torch_dtype=...) does.
     built = nn.Module.to(built, device="meta", dtype=dtype)

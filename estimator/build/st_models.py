@@ -77,8 +77,10 @@ def build_sentence_transformer(extra: dict[str, Any], dtype: torch.dtype, *, mod
             try:
                 with torch.device("meta"):
                     inner = apply_dtype_plan(cls._from_config(hf_config, dtype=dtype), dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
-            except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError) as exc:
-                raise MalformedConfigError(f"transformers could not build {cls.__name__} for {model}: {exc}") from None
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError, AssertionError) as exc:
+                from estimator.build.rejections import refusal
+
+                raise MalformedConfigError(f"transformers could not build {cls.__name__} for {model}: {refusal(exc, hf_config.to_dict())}") from None
             no_split.extend(getattr(inner, "_no_split_modules", None) or [])
             built = _Wrapper(auto_model=inner)
         elif kind == "Dense":

@@ -39,6 +39,8 @@ def build_timm(config: dict[str, Any], dtype: torch.dtype, *, model: str) -> nn.
     try:
         with init_empty_weights():
             built = timm.create_model(architecture, pretrained=False, pretrained_cfg=pretrained_cfg or None, **kwargs)
-    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
-        raise MalformedConfigError(f"timm could not build {architecture} from the config of {model}: {exc}") from None
+    except (TypeError, ValueError, KeyError, RuntimeError, AssertionError) as exc:
+        from estimator.build.rejections import refusal
+
+        raise MalformedConfigError(f"timm could not build {architecture} from the config of {model}: {refusal(exc, config)}") from None
     return built.to(device="meta", dtype=dtype)

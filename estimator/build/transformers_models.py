@@ -98,6 +98,10 @@ def build_transformers(config: dict[str, Any], dtype: torch.dtype, *, model: str
                 built = cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
             else:
                 built = cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, RuntimeError) as exc:
-        raise MalformedConfigError(f"transformers could not build {cls.__name__} from the config of {model}: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, RuntimeError, AssertionError) as exc:
+        # the modeling code's own checks (an embedding's padding row, a width that heads must divide)
+        from estimator.build.rejections import refusal
+
+        why = refusal(exc, hf_config.to_dict())
+        raise MalformedConfigError(f"transformers could not build {cls.__name__} from the config of {model}: {why.rstrip('.')}.") from None
     return apply_dtype_plan(built, dtype)

@@ -1,0 +1,75 @@
+"""A config that the model's own library rejects: one line naming the field and the rule, exit 2.
+
+Each case is first shown to be rejected by the library itself (the real class, built on the CPU,
+raises), then asked through the API (``MalformedConfigError``, an ``InputError``) and the CLI (one
+line on stderr, exit status 2, no "Internal error").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from estimator import estimate
+from estimator.errors import InputError, MalformedConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WHISPER = {  # Whisper's default pad_token_id (50256) kept while the vocabulary is shrunk to 1000
+    "model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"], "d_model": 64, "encoder_layers": 1,
+    "decoder_layers": 1, "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128, "vocab_size": 1000, "pad_token_id": 50256, "num_mel_bins": 80,
+}
+LLAMA_TEXT_IN_VLM = {  # a VLM whose text_config's pad_token_id is past its vocabulary
+    "model_type": "llava", "architectures": ["LlavaForConditionalGeneration"], "image_token_index": 10,
+    "text_config": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "pad_token_id": 100},
+    "vision_config": {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                      "num_attention_heads": 2, "image_size": 32, "patch_size": 16, "projection_dim": 32},
+}
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "whisper-pad-outside-vocab": (WHISPER, r"pad_token_id is 50256, outside the vocabulary: it must be below vocab_size \(1000\)"),
+    "vlm-text-pad-outside-vocab": (LLAMA_TEXT_IN_VLM, r"text_config\.pad_token_id is 100, outside the vocabulary: it must be below text_config\.vocab_size \(100\)"),
+}
+
+
+def folder(tmp_path: Path, config: dict[str, Any]) -> Path:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def library_rejects(config: dict[str, Any]) -> bool:
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = getattr(transformers, config["architectures"][0])
+    try:
+        cls._from_config(CONFIG_MAPPING[config["model_type"]].from_dict(dict(config)))
+    except Exception:  # noqa: BLE001 - any refusal by the library is what this checks
+        return True
+    return False
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_library_rejects_it_and_the_api_names_the_field(case: str, tmp_path: Path) -> None:
+    config, message = CASES[case]
+    assert library_rejects(config)
+    for mode in ("load", "inference"):
+        with pytest.raises(MalformedConfigError, match=message) as caught:
+            estimate(str(folder(tmp_path, config)), mode=mode, dtypes=["float32"])
+        assert isinstance(caught.value, InputError) and caught.value.exit_code == 2
+
+
+def test_the_cli_says_one_line_and_exits_2(tmp_path: Path) -> None:
+    config, message = CASES["whisper-pad-outside-vocab"]
+    done = subprocess.run([sys.executable, "-m", "estimator", str(folder(tmp_path, config))], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Internal error" not in lines[0] and "Traceback" not in done.stderr
+    assert "pad_token_id is 50256" in lines[0] and "vocab_size (1000)" in lines[0]
