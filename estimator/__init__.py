@@ -10,6 +10,9 @@ The core never prints and imports torch only when it has to build a model.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
 from estimator.api import clear_cache, estimate
 from estimator.errors import (
     AbsurdSizeError,
@@ -33,11 +36,21 @@ from estimator.errors import (
 from estimator.options import Component, Device, DType, Library, Mode, Optimizer
 from estimator.result import SCHEMA, Estimate, Row
 
+if TYPE_CHECKING:
+    from estimator_sweep.run import SweepReport
+
 __version__ = "0.1.0"
 
 # These three need torch at import; they load on first use so `import estimator` stays light
 # (the CLI answers a safetensors repo without importing torch at all).
 _LAZY = {"estimate_module": "estimator.modules.estimate", "summarize": "estimator.modules.summary", "MemTracker": "estimator.modules.tracker"}
+
+
+def sweep(references: Iterable[str], **kwargs: Any) -> SweepReport:
+    """``estimate()`` over many models on Ray into a Parquet dataset: :func:`estimator_sweep.sweep` (docs/sweep.md)."""
+    from estimator_sweep.run import sweep as run_sweep
+
+    return run_sweep(references, **kwargs)
 
 
 def __getattr__(name: str) -> object:
@@ -81,4 +94,5 @@ __all__ = [
     "estimate",
     "estimate_module",
     "summarize",
+    "sweep",
 ]

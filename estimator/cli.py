@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sweep"]:  # `estimate-memory sweep ...`; a Hub model named so: https://huggingface.co/sweep, a folder: ./sweep
+        from estimator_sweep.cli import main as sweep_main
+
+        return sweep_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.debug:

@@ -11,6 +11,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed; browser tests will fail"
 fi
 # Lint and types first (seconds): the package and the app must be clean (config in pyproject.toml).
-.venv/bin/python -m ruff check estimator estimator_app app.py
+.venv/bin/python -m ruff check estimator estimator_sweep estimator_app app.py
 .venv/bin/python -m mypy
 exec .venv/bin/python -m pytest -q "$@"

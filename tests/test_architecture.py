@@ -27,6 +27,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("estimator.fit", "estimator.serving"),
     ("estimator.modules", "estimator.report"),
     ("estimator.api",),
+    ("estimator_sweep",),  # the sweep: a front over estimate() (and the only importer of Ray), below the CLI that dispatches to it
     ("estimator.cli", "estimator.__main__", "estimator"),
     ("estimator_app",),
     ("app",),
@@ -42,7 +43,8 @@ def _module_name(path: Path) -> str:
 
 
 def _sources() -> dict[str, Path]:
-    files = [*ROOT.joinpath("estimator").rglob("*.py"), *ROOT.joinpath("estimator_app").rglob("*.py"), ROOT / "app.py"]
+    files = [*ROOT.joinpath("estimator").rglob("*.py"), *ROOT.joinpath("estimator_sweep").rglob("*.py"),
+             *ROOT.joinpath("estimator_app").rglob("*.py"), ROOT / "app.py"]
     return {_module_name(p): p for p in files}
 
 
