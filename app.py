@@ -20,7 +20,7 @@ from typing import Any
 
 import gradio as gr
 
-from estimator_app import handlers
+from estimator_app import fits_tab, handlers
 from estimator_app.fields import FIELDS
 from estimator_app.lanes import Settings
 from estimator_app.layout import EXAMPLES, INTRO, form_widgets, result_widgets
@@ -42,10 +42,15 @@ def build(oauth: bool | None = None) -> gr.Blocks:
     with gr.Blocks(title="Model Memory Estimator", delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
         notices = gr.Markdown(visible=False, elem_id="notices")
-        examples = form_widgets(w)
-        go = gr.Button("Estimate memory", variant="primary", elem_id="go")
-        w["status"] = gr.HTML(elem_id="status", js_on_load=None)
-        result_widgets(w, oauth)
+        with gr.Tabs(selected="model", elem_id="tabs") as tabs:
+            with gr.Tab("Estimate a model", id="model", elem_id="model-tab"):
+                examples = form_widgets(w)
+                go = gr.Button("Estimate memory", variant="primary", elem_id="go")
+                w["status"] = gr.HTML(elem_id="status", js_on_load=None)
+                result_widgets(w, oauth)
+            with gr.Tab("What fits my GPU?", id="fits", elem_id="fits-tab"):
+                fits_tab.widgets(w)
+        fits_tab.wire(w, demo, tabs)
 
         post_inputs = [w["last"], w["query"], w["post_token"]]
         w["preview_button"].click(handlers.preview_post, inputs=post_inputs, outputs=[w["post_preview"], w["post_status"]], api_visibility="private")

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from estimator.options import CACHE_TYPES, DEFAULT_DTYPES
-from estimator_app import values
+from estimator_app import values, whatfits
 from estimator_app.fields import FIELDS, OPTIONS
 from estimator_app.values import (  # noqa: F401  - the page's names, kept here for their callers
     DEVICES,
@@ -202,7 +202,7 @@ def from_query(params: Mapping[str, str] | list[tuple[str, str]]) -> Parsed:
 
     Each unknown, repeated or malformed parameter is ignored (the default stays) with a notice a
     person can act on. Parameters Gradio or the Spaces embed add (``__theme``, ``view``) are
-    ignored silently.
+    ignored silently, and so are the "What fits my GPU?" tab's (``fits_*``, :data:`~estimator_app.whatfits.PARAMS`).
     """
     items = list(params.items()) if isinstance(params, Mapping) else list(params)
     state = FormState()
@@ -212,7 +212,7 @@ def from_query(params: Mapping[str, str] | list[tuple[str, str]]) -> Parsed:
     for raw_name, raw_value in items:
         name = str(raw_name)
         value = str(raw_value)
-        if _FOREIGN.match(name):
+        if _FOREIGN.match(name) or name in whatfits.PARAMS:  # the "What fits my GPU?" tab's own parameters
             continue
         shown = name[:40]
         if name not in PARAMS:

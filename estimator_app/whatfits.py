@@ -1,0 +1,294 @@
+""""What fits my GPU?": which models of a sweep dataset fit a GPU, for a use, a dtype and a scenario.
+
+Pure (pandas and pyarrow, no Gradio). The dataset is a sweep's Parquet output (docs/CONTRACT.md,
+"Sweep"): one file, a folder of part files, or a Hub dataset repo. :func:`load` reads it once
+(cached by path and modification time) and adds two columns of its own: ``use`` (load, inference,
+lora, full, serving: what a person picks) and ``scenario`` (the row's options in words: "batch 1 x
+2048 tokens, rank 16, adamw"), so a query is a few boolean masks over 100,000 rows.
+
+What "fits" means is the core's (:func:`estimator.fit.runtime.needed_bytes`): the row's
+``needed_bytes`` (peak, or weights in load mode, plus the runtime overhead for that GPU) at most the
+GPU's ``total_bytes``. A row swept for the GPU asked is taken as it is (``fits``, ``max_batch``,
+``max_seq`` are the sweep's); for another GPU or a typed memory size, ``needed_bytes`` of a row of
+the same model and scenario is compared with that memory (a non-Hopper row first: its cuBLAS
+workspace is the one a typed size assumes), and the largest batch and sequence, which depend on the
+GPU, are left empty.
+
+Query parameters of the tab (CONTRACT.md, "Share links"): :data:`PARAMS`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ENV = "ESTIMATOR_SWEEP_DATASET"
+SHIPPED = Path(__file__).resolve().parent / "data" / "sweep.parquet"
+USES: dict[str, str] = {
+    "load": "Load the weights",
+    "inference": "Inference (one forward at a context)",
+    "lora": "LoRA fine-tuning",
+    "full": "Full fine-tuning",
+    "serving": "Serving (vLLM)",
+}
+PARAMS: tuple[str, ...] = ("fits_gpu", "fits_memory", "fits_use", "fits_dtype", "fits_scenario", "fits_filter")
+SHOWN = 500  # rows the table shows at most (the count says how many fit)
+GiB = 1024**3
+COLUMNS = ("Model", "Needed GiB", "Free GiB", "Weights GiB", "Peak GiB", "Max batch", "Max seq", "Method", "Library", "Architecture",
+           "Scenario")
+_READ = ("model", "revision", "library", "architecture", "dtype", "mode", "batch_size", "seq_len", "max_new_tokens", "optimizer",
+         "lora_rank", "gradient_checkpointing", "pure_16bit", "device", "gpu", "gpu_memory_bytes", "total_bytes", "peak_bytes",
+         "needed_bytes", "fits", "max_batch", "max_seq", "method", "error", "share_query")
+
+
+class DatasetError(ValueError):
+    """The sweep dataset could not be read (the message says which and what to do)."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep dataset as the tab uses it: its rows (with ``use`` and ``scenario``) and where it came from."""
+
+    frame: pd.DataFrame
+    source: str
+
+    def dtypes(self, use: str | None = None) -> list[str]:
+        frame = self.frame if use is None else self.frame[self.frame["use"] == use]
+        return sorted(frame["dtype"].dropna().unique().tolist(), key=_dtype_order)
+
+    def uses(self) -> list[str]:
+        present = set(self.frame["use"].unique().tolist())
+        return [use for use in USES if use in present]
+
+    def scenarios(self, use: str, dtype: str | None = None) -> list[str]:
+        """The scenarios swept for ``use`` (and ``dtype``), smallest first; load and serving have one each."""
+        mask = self.frame["use"] == use
+        if dtype:
+            mask &= self.frame["dtype"] == dtype
+        rows = self.frame.loc[mask, ["scenario", "batch_size", "seq_len", "lora_rank"]].drop_duplicates("scenario")
+        rows = rows.sort_values(["seq_len", "batch_size", "lora_rank"], na_position="first")
+        return rows["scenario"].tolist()
+
+    def gpus(self) -> list[str]:
+        return sorted(self.frame["gpu"].dropna().unique().tolist())
+
+
+@dataclass(frozen=True)
+class Query:
+    """What the tab asks. ``memory`` (a size, ``24GiB``) wins over ``gpu`` (a name of :mod:`estimator.fit.gpus`)."""
+
+    gpu: str | None = "RTX 4090"
+    memory: str | None = None
+    use: str = "load"
+    dtype: str = "bfloat16"
+    scenario: str | None = None  # None: the first scenario swept for the use
+    filter: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The table (``COLUMNS``; the model cell a Markdown link to its share link), and one line saying what it holds."""
+
+    table: pd.DataFrame
+    summary: str
+    fitting: int
+    considered: int
+
+
+def _dtype_order(dtype: str) -> tuple[int, str]:
+    order = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
+    return (order.index(dtype), dtype) if dtype in order else (len(order), dtype)
+
+
+def use_of(mode: str, lora_rank: Any) -> str:
+    """A row's use: its mode, training split into LoRA (a rank) and full fine-tuning."""
+    if mode == "training":
+        return "full" if lora_rank is None or lora_rank != lora_rank else "lora"  # NaN: no rank
+    return str(mode)
+
+
+def _scenarios(frame: pd.DataFrame) -> pd.Series:
+    """Each row's scenario in words, from its scenario columns (vectorised: one string per distinct combination)."""
+    import pandas as pd
+
+    keys = ["mode", "batch_size", "seq_len", "max_new_tokens", "optimizer", "lora_rank", "gradient_checkpointing", "pure_16bit", "device"]
+    codes = frame[keys].astype(object).groupby(keys, dropna=False, sort=False).ngroup()
+    firsts = frame.loc[~codes.duplicated(), keys]
+    words = {code: scenario_words(row) for code, row in zip(codes[firsts.index], firsts.to_dict("records"), strict=True)}
+    return pd.Series(codes.map(words), index=frame.index, dtype="string")
+
+
+def scenario_words(row: Mapping[str, Any]) -> str:
+    """``{"mode": "training", "batch_size": 1, "seq_len": 2048, "lora_rank": 16, ...}`` -> ``"batch 1 x 2048 tokens, rank 16, adamw"``."""
+
+    def given(key: str) -> Any:
+        value = row.get(key)
+        return None if value is None or value != value else value  # NaN: not given
+
+    mode = row.get("mode")
+    if mode in ("load", "serving"):
+        return "the weights" if mode == "load" else "vLLM's defaults"
+    seq = given("seq_len")
+    parts = [f"batch {int(given('batch_size') or 1)} x {int(seq) if seq is not None else 'default'} tokens"]
+    if given("max_new_tokens"):
+        parts.append(f"{int(row['max_new_tokens'])} new tokens")
+    if mode == "training":
+        if given("lora_rank") is not None:
+            parts.append(f"rank {int(row['lora_rank'])}")
+        parts.append(str(given("optimizer") or "adamw"))
+        if given("gradient_checkpointing"):
+            parts.append("checkpointing")
+        if given("pure_16bit"):
+            parts.append("pure 16-bit")
+    if row.get("device") == "cpu":
+        parts.append("cpu")
+    return ", ".join(parts)
+
+
+def source_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """Where the dataset is: ``ESTIMATOR_SWEEP_DATASET`` (a Parquet file, a sweep's folder, or a Hub dataset
+    ``ORG/NAME``), else the one shipped with the app."""
+    environ = os.environ if environ is None else environ
+    return environ.get(ENV, "").strip() or str(SHIPPED)
+
+
+def _local_files(source: str) -> Path:
+    path = Path(source).expanduser()
+    if path.exists():
+        return path
+    if "/" in source and not source.startswith((".", "/", "~")) and source.count("/") == 1:
+        from huggingface_hub import snapshot_download
+
+        try:
+            folder = snapshot_download(source, repo_type="dataset", allow_patterns=["*.parquet", "**/*.parquet"])
+        except Exception as exc:  # noqa: BLE001 - any Hub failure is the same advice to the person who set the variable
+            raise DatasetError(f"Could not download the sweep dataset {source!r} from the Hub ({type(exc).__name__}); "
+                               f"check {ENV} (a Parquet file, a sweep's folder or a Hub dataset ORG/NAME).") from None
+        return Path(folder)
+    raise DatasetError(f"The sweep dataset {source!r} does not exist; set {ENV} to a Parquet file, a sweep's folder or a Hub dataset ORG/NAME.")
+
+
+def load(source: str) -> Sweep:
+    """The dataset at ``source`` (see :func:`source_from_env`), read once per path and modification time."""
+    path = _local_files(source)
+    return _read(str(path), path.stat().st_mtime_ns, source)
+
+
+@functools.lru_cache(maxsize=4)
+def _read(path: str, mtime: int, source: str) -> Sweep:
+    import pyarrow.dataset as ds
+
+    folder = Path(path)
+    if folder.is_dir() and (folder / "data").is_dir():
+        folder = folder / "data"
+    try:
+        dataset = ds.dataset(str(folder), format="parquet")
+        names = [name for name in _READ if name in dataset.schema.names]
+        frame = dataset.to_table(columns=names).to_pandas()
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"Could not read the sweep dataset {source!r}: {exc}") from None
+    missing = {"model", "dtype", "mode", "needed_bytes", "share_query"} - set(frame.columns)
+    if missing:
+        raise DatasetError(f"The sweep dataset {source!r} lacks the columns {', '.join(sorted(missing))} (docs/CONTRACT.md, 'Sweep').")
+    for name in _READ:
+        if name not in frame.columns:
+            frame[name] = None
+    frame["use"] = [use_of(m, r) for m, r in zip(frame["mode"], frame["lora_rank"], strict=True)]
+    frame["scenario"] = _scenarios(frame)
+    frame["use"] = frame["use"].astype("category")
+    frame["dtype"] = frame["dtype"].astype("category")
+    frame["gpu"] = frame["gpu"].astype("category")
+    return Sweep(frame=frame.reset_index(drop=True), source=source)
+
+
+def capacity(query: Query) -> tuple[int, str]:
+    """The memory asked (bytes) and its name; ``ValueError`` with the page's words for an unknown GPU or size."""
+    from estimator.errors import BadOptionError
+    from estimator.fit.gpus import find_gpu, parse_memory
+
+    try:
+        if query.memory:
+            return parse_memory(query.memory), query.memory
+        if not query.gpu:
+            raise ValueError("Pick a GPU or type its memory (e.g. 24GiB).")
+        gpu = find_gpu(query.gpu)
+        return gpu.total_bytes, gpu.name
+    except BadOptionError as exc:
+        raise ValueError(exc.message) from None
+
+
+def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
+    """The models of ``sweep`` that fit ``query``'s GPU, the largest first (at most ``limit`` rows shown)."""
+    import pandas as pd
+
+    total, name = capacity(query)
+    frame = sweep.frame
+    scenario = query.scenario or next(iter(sweep.scenarios(query.use, query.dtype)), None)
+    mask = (frame["use"] == query.use) & (frame["dtype"] == query.dtype) & (frame["scenario"] == scenario)
+    chosen = frame[mask]
+    failed = chosen["error"].notna()
+    n_failed = int(chosen.loc[failed, "model"].nunique())
+    chosen = chosen[~failed]
+    exact = chosen["gpu"] == name
+    if not query.memory and exact.any():  # the sweep's own answer for this GPU
+        chosen = chosen[exact]
+        fits = chosen["fits"].astype("boolean").fillna(chosen["needed_bytes"] <= total).fillna(False)
+    else:  # another GPU's rows: the needed bytes of a non-Hopper one (a typed size assumes the default cuBLAS workspace)
+        chosen = chosen[chosen["needed_bytes"].notna()]
+        hopper = chosen["gpu"].astype("string").str.contains("H100|H200|H20|GH200", na=False, regex=True)
+        chosen = chosen.assign(_hopper=hopper).sort_values("_hopper", kind="stable").drop_duplicates(["model", "revision"])
+        chosen = chosen.assign(max_batch=pd.NA, max_seq=pd.NA)
+        fits = chosen["needed_bytes"] <= total
+    considered = int(chosen["model"].nunique())
+    fit = chosen[fits.to_numpy(dtype=bool)]
+    if query.filter.strip():
+        fit = fit[fit["model"].str.contains(query.filter.strip(), case=False, regex=False, na=False)]
+    fit = fit.sort_values("needed_bytes", ascending=False)
+    shown = fit.head(limit)
+    table = pd.DataFrame({
+        "Model": [f"[{m}](?{q})" for m, q in zip(shown["model"], shown["share_query"], strict=True)],
+        "Needed GiB": (shown["needed_bytes"] / GiB).round(2),
+        "Free GiB": ((total - shown["needed_bytes"]) / GiB).round(2),
+        "Weights GiB": (shown["total_bytes"].astype("Float64") / GiB).round(2),
+        "Peak GiB": (shown["peak_bytes"].astype("Float64") / GiB).round(2),
+        "Max batch": shown["max_batch"].astype("Int64"),
+        "Max seq": shown["max_seq"].astype("Int64"),
+        "Method": shown["method"].astype("string"),
+        "Library": shown["library"].astype("string"),
+        "Architecture": shown["architecture"].astype("string"),
+        "Scenario": shown["scenario"].astype("string"),
+    }, columns=list(COLUMNS))
+    summary = (f"{len(fit):,} of {considered:,} models fit {name} ({total / GiB:.2f} GiB) for {USES.get(query.use, query.use).lower()}, "
+               f"{query.dtype}, {scenario or 'no scenario swept'}")
+    if len(fit) > limit:
+        summary += f"; the {limit:,} largest shown"
+    if n_failed:
+        summary += f"; {n_failed:,} could not be estimated (their errors are in the dataset)"
+    return Answer(table=table, summary=summary + ".", fitting=len(fit), considered=considered)
+
+
+def from_params(params: Mapping[str, str]) -> Query | None:
+    """The tab's :class:`Query` from a page URL's parameters (:data:`PARAMS`); None when none is given."""
+    if not any(name in params for name in PARAMS):
+        return None
+    query = Query()
+    changes = {name[len("fits_"):]: str(params[name]).strip()[:200] for name in PARAMS if name in params}
+    if "memory" in changes and not changes["memory"]:
+        changes["memory"] = None  # type: ignore[assignment]  # empty: no size typed
+    if changes.get("scenario") == "":
+        changes["scenario"] = None  # type: ignore[assignment]
+    return replace(query, **changes)
+
+
+def to_params(query: Query) -> str:
+    """The query string that reopens the tab on ``query`` (every parameter of :data:`PARAMS`, in order)."""
+    return urlencode([("fits_gpu", query.gpu or ""), ("fits_memory", query.memory or ""), ("fits_use", query.use),
+                      ("fits_dtype", query.dtype), ("fits_scenario", query.scenario or ""), ("fits_filter", query.filter)])

@@ -1,0 +1,118 @@
+"""The "What fits my GPU?" logic (estimator_app.whatfits) over small datasets in the sweep's schema.
+
+The figures of these datasets are made up for the filter logic (which rows are shown, in which
+order, which link); the shipped dataset's figures are compared with the single-model answer in
+``test_the_shipped_dataset_answers_as_the_single_estimate``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+import pandas as pd
+import pytest
+
+from estimator.fit.gpus import find_gpu
+from estimator_app import whatfits
+from estimator_app.form import from_query
+from estimator_app.whatfits import GiB, Query
+
+RTX = find_gpu("RTX 4090").total_bytes
+
+
+def _row(model: str, mode: str, needed: int | None, gpu: str | None = "RTX 4090", **extra: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "model": model, "revision": "abc", "library": "transformers", "architecture": "X", "dtype": "bfloat16", "mode": mode,
+        "batch_size": None, "seq_len": None, "max_new_tokens": None, "optimizer": None, "lora_rank": None,
+        "gradient_checkpointing": None, "pure_16bit": None, "device": "cuda", "gpu": gpu, "gpu_memory_bytes": None,
+        "total_bytes": needed, "peak_bytes": None, "needed_bytes": needed, "fits": None if needed is None or gpu is None else needed <= RTX,
+        "max_batch": None, "max_seq": None, "method": "stored", "error": None, "share_query": f"model={model}&dtypes=bfloat16&mode={mode}",
+    }
+    if mode == "training":
+        row.update(batch_size=1, seq_len=2048, optimizer="adamw", gradient_checkpointing=False, pure_16bit=False, method="simulated")
+    row.update(extra)
+    return row
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> whatfits.Sweep:
+    rows = [
+        _row("org/small", "load", 2 * GiB),
+        _row("org/medium", "load", 20 * GiB),
+        _row("org/large", "load", 30 * GiB),
+        _row("org/large", "load", 30 * GiB, gpu="A100 80GB", fits=True),
+        _row("org/broken", "load", None, error="config.json is malformed", method=None),
+        _row("org/small", "training", 6 * GiB, max_batch=7, max_seq=9000),
+        _row("org/small", "training", 3 * GiB, lora_rank=16, max_batch=20, max_seq=30000),
+        _row("org/medium", "training", 40 * GiB, lora_rank=16),
+        _row("org/small", "training", 9 * GiB, lora_rank=16, batch_size=4),
+        _row("org/small", "training", 5 * GiB, lora_rank=16, gpu="H100 80GB"),
+        _row("org/small", "training", 4 * GiB, lora_rank=16, gpu="L4"),
+    ]
+    path = tmp_path / "sweep.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    return whatfits.load(str(path))
+
+
+def test_a_listed_gpu_shows_the_models_that_fit_largest_first_with_links(sweep: whatfits.Sweep) -> None:
+    found = whatfits.answer(sweep, Query(gpu="RTX 4090", use="load", dtype="bfloat16"))
+    assert [m.split("]")[0][1:] for m in found.table["Model"]] == ["org/medium", "org/small"]
+    assert found.table["Model"].iloc[0] == "[org/medium](?model=org/medium&dtypes=bfloat16&mode=load)"
+    assert found.table["Free GiB"].tolist() == [round((RTX - 20 * GiB) / GiB, 2), round((RTX - 2 * GiB) / GiB, 2)]
+    assert (found.fitting, found.considered) == (2, 3)
+    assert "1 could not be estimated" in found.summary and "2 of 3 models fit RTX 4090" in found.summary
+
+
+def test_a_typed_memory_compares_needed_bytes_and_leaves_the_gpu_s_own_answers_out(sweep: whatfits.Sweep) -> None:
+    found = whatfits.answer(sweep, Query(memory="32GiB", use="load", dtype="bfloat16"))
+    assert [m.split("]")[0][1:] for m in found.table["Model"]] == ["org/large", "org/medium", "org/small"]
+    lora = whatfits.answer(sweep, Query(memory="5GiB", use="lora", dtype="bfloat16", scenario="batch 1 x 2048 tokens, rank 16, adamw"))
+    # the RTX 4090 row (3 GiB, max batch 20) is taken before the Hopper one and the batch/sequence, which depend on the GPU, are left out
+    assert lora.table["Needed GiB"].tolist() == [3.0] and lora.table["Max batch"].isna().all()
+
+
+def test_uses_and_scenarios_split_training_into_lora_and_full(sweep: whatfits.Sweep) -> None:
+    assert sweep.uses() == ["load", "lora", "full"]
+    assert sweep.scenarios("lora") == ["batch 1 x 2048 tokens, rank 16, adamw", "batch 4 x 2048 tokens, rank 16, adamw"]
+    full = whatfits.answer(sweep, Query(gpu="RTX 4090", use="full", dtype="bfloat16"))
+    assert full.table[["Max batch", "Max seq"]].values.tolist() == [[7, 9000]]
+    bigger = whatfits.answer(sweep, Query(gpu="RTX 4090", use="lora", dtype="bfloat16", scenario="batch 4 x 2048 tokens, rank 16, adamw"))
+    assert bigger.table["Needed GiB"].tolist() == [9.0]
+
+
+def test_the_name_filter_and_the_row_limit(sweep: whatfits.Sweep) -> None:
+    assert whatfits.answer(sweep, Query(gpu="RTX 4090", use="load", dtype="bfloat16", filter="MED")).table["Model"].str.contains("medium").all()
+    capped = whatfits.answer(sweep, Query(gpu="RTX 4090", use="load", dtype="bfloat16"), limit=1)
+    assert len(capped.table) == 1 and capped.fitting == 2 and "the 1 largest shown" in capped.summary
+
+
+def test_bad_input_is_refused_with_what_to_do(sweep: whatfits.Sweep, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="24GiB"):
+        whatfits.answer(sweep, Query(memory="lots", use="load"))
+    with pytest.raises(ValueError, match="not a GPU we know"):
+        whatfits.answer(sweep, Query(gpu="Voodoo 2", use="load"))
+    with pytest.raises(whatfits.DatasetError, match="ESTIMATOR_SWEEP_DATASET"):
+        whatfits.load(str(tmp_path / "missing.parquet"))
+    pd.DataFrame({"model": ["a"]}).to_parquet(tmp_path / "thin.parquet")
+    with pytest.raises(whatfits.DatasetError, match="lacks the columns .*needed_bytes"):
+        whatfits.load(str(tmp_path / "thin.parquet"))
+
+
+def test_the_tab_s_link_round_trips_and_the_model_form_ignores_it() -> None:
+    query = Query(gpu="A100 80GB", memory=None, use="lora", dtype="int4", scenario="batch 1 x 2048 tokens, rank 16, adamw", filter="llama")
+    text = whatfits.to_params(query)
+    assert [name for name, _ in parse_qsl(text, keep_blank_values=True)] == list(whatfits.PARAMS)
+    assert whatfits.from_params(dict(parse_qsl(text, keep_blank_values=True))) == query
+    assert whatfits.from_params({"model": "gpt2"}) is None
+    parsed = from_query(parse_qsl(text, keep_blank_values=True))
+    assert parsed.notices == [] and not parsed.given
+
+
+def test_a_sweep_folder_is_read_from_its_data_parts(tmp_path: Path) -> None:
+    (tmp_path / "out" / "data").mkdir(parents=True)
+    for i in range(2):
+        pd.DataFrame([_row(f"org/m{i}", "load", GiB)]).to_parquet(tmp_path / "out" / "data" / f"part-{i}.parquet")
+    assert sorted(whatfits.load(str(tmp_path / "out")).frame["model"]) == ["org/m0", "org/m1"]
+    assert whatfits.source_from_env({}) == str(whatfits.SHIPPED)
+    assert whatfits.source_from_env({whatfits.ENV: "org/name"}) == "org/name"
