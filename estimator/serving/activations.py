@@ -1,0 +1,101 @@
+"""vLLM's profile run on one rank, kernel by kernel: the torch peak it adds to the weights.
+
+``Worker.determine_available_memory`` runs ``GPUModelRunner.profile_run`` once before it sizes the KV
+cache and keeps the torch allocator's peak above the weights ("torch peak increase"). The run is
+``_dummy_run(max_num_tokens)`` (``max_num_batched_tokens`` tokens in ``min(max_num_seqs,
+max_num_batched_tokens)`` requests; no KV cache and no attention metadata yet, so the attention kernel
+itself is skipped: only its ``torch.empty`` output is made) and, on the last pipeline stage,
+``_dummy_sampler_run`` on each request's last hidden state. What is live at the two busiest moments:
+
+**Forward, in one decoder layer** (vLLM's layers, compiled piecewise by torch.compile: the graph
+between two attention calls holds its inputs until it returns): the attention output and the residual
+it got, the new residual of the fused add + RMSNorm, then the merged ``gate_up_proj`` output
+(``2 x intermediate / tp``) and the fused ``SiluAndMul`` / ``GeluAndMul`` output (``intermediate / tp``)
+at once; an unfused MLP (Phi) holds its up projection and its activation. A mixture of experts holds
+the normed input, the router's top-k ids and weights, the shared experts' output beside the routed
+output; Triton's fused-MoE kernel takes its two workspaces (``workspace13``: tokens x top-k x
+max(N/2, hidden), ``workspace2``: tokens x top-k x max(N, hidden), N the merged expert width per rank)
+from vLLM's persistent workspace manager, so they stay allocated; MXFP4 experts (gpt-oss through
+triton_kernels) allocate theirs inside the kernel and free them.
+
+**Sampler** (last stage): the model's output (tokens x hidden) and the gathered hidden states of the
+requests, the logits in the model's dtype (``compute_logits``: requests x the 64-padded vocab, all-gathered
+under TP), their float32 copy (``Sampler.forward``), and what the version's top-k/top-p sampler makes
+(:mod:`estimator.serving.versions`).
+
+**Kept for the run**: torch's cuBLAS workspace (the first matmul allocates it), and on a stage after
+the first, the intermediate tensors it receives (hidden states and residual, allocated by the first
+``_dummy_run``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.serving.shapes import LayerShape, ModelShape
+from estimator.serving.versions import VLLMRules
+
+__all__ = ["ProfileEstimate", "profile_peak"]
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+@dataclass(frozen=True)
+class ProfileEstimate:
+    """One rank's profile run: the torch peak above the weights, and what it is made of."""
+
+    peak_increase: int
+    forward_bytes: int  # the busiest decoder layer's live tensors
+    sampler_bytes: int  # the sampler phase's live tensors (0 off the last stage)
+    kept_bytes: dict[str, int]  # allocated during the run and kept (cuBLAS workspace, MoE workspace, PP buffers)
+
+    @property
+    def phase(self) -> str:
+        return "sampler" if self.sampler_bytes >= self.forward_bytes else "forward"
+
+
+def _moe_workspace(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int) -> int:
+    n = 2 * layer.moe_intermediate // tp
+    return tokens * layer.topk * (max(n // 2, hidden) + max(n, hidden)) * act
+
+
+def _layer_bytes(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int, mxfp4: bool) -> int:
+    held = tokens * (layer.attn_out // tp + 2 * hidden) * act  # attention output, residual in, new residual
+    if not layer.experts:
+        width = layer.intermediate // tp
+        return held + tokens * (3 * width if layer.gated else 2 * width) * act
+    normed = tokens * hidden * act
+    routing = tokens * layer.topk * (4 + 4 + 4) + tokens * layer.experts * act  # weights, ids, indices; router logits
+    shared_i = layer.shared_intermediate // tp
+    shared_peak = tokens * 3 * shared_i * act
+    shared_out = tokens * hidden * act if shared_i else 0
+    routed = tokens * hidden * act  # the experts' summed output
+    if mxfp4:  # triton_kernels' matmul_ogs: gathered gate_up and activation rows, freed inside the op
+        routed += tokens * layer.topk * 3 * (layer.moe_intermediate // tp) * act
+    return held + normed + routing + max(shared_peak, shared_out + routed)
+
+
+def profile_peak(
+    shape: ModelShape, *, rules: VLLMRules, act_bytes: int, tokens: int, requests: int, tp: int = 1,
+    layers: range | None = None, first: bool = True, last: bool = True, mxfp4_experts: bool = False,
+) -> ProfileEstimate:
+    """The profile run's torch peak increase of one rank that holds ``layers`` (all by default)."""
+    own = [shape.layers[i] for i in (layers if layers is not None else range(len(shape.layers)))]
+    hidden = shape.hidden
+    kept = {"cublas_workspace": rules.cublas_workspace_bytes}
+    moe = [layer for layer in own if layer.experts]
+    if moe and not mxfp4_experts:
+        kept["moe_workspace"] = max(_moe_workspace(layer, tokens, hidden, tp, act_bytes) for layer in moe)
+    if not first:
+        kept["intermediate_tensors"] = 2 * tokens * hidden * act_bytes
+    forward = max((_layer_bytes(layer, tokens, hidden, tp, act_bytes, mxfp4_experts) for layer in own), default=0)
+    sampler = 0
+    if last:
+        vocab = shape.vocab
+        logits = requests * _round_up(vocab, 64) * act_bytes
+        fp32 = requests * vocab * 4
+        sampler = (tokens * hidden * act_bytes + requests * hidden * act_bytes + logits + (fp32 if act_bytes != 4 else 0)
+                   + rules.sampler_fp32_copies * fp32 + rules.sampler_scratch_bytes)
+    return ProfileEstimate(sum(kept.values()) + max(forward, sampler), forward, sampler, kept)

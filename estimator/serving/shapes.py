@@ -1,0 +1,133 @@
+"""The widths vLLM's kernels see in each decoder layer, read from the model transformers builds on meta.
+
+vLLM runs its own model classes, but their tensors have the shapes of the checkpoint's: the attention's
+output projection takes ``heads x head_dim`` (its ``in_features``), a dense MLP's gate and up
+projections (merged by vLLM into one ``gate_up_proj``) make ``intermediate`` each, a mixture of
+experts has ``num_experts`` fused ``gate_up`` / ``down`` matrices of ``moe_intermediate`` and,
+where the model has them, shared experts that run as a dense MLP beside them. These are read from the
+parameters themselves, so every architecture transformers builds is read the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from estimator.errors import UnsupportedError
+
+__all__ = ["LayerShape", "ModelShape", "model_shape"]
+
+_TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k")
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One decoder layer: attention output width, and its feed-forward (dense, or experts + shared)."""
+
+    attn_out: int  # attention heads x value head dim (the output projection's input)
+    intermediate: int  # dense MLP width; 0 for a mixture of experts without a dense part
+    gated: bool  # gate and up (SiluAndMul / GeluAndMul) or one up projection
+    experts: int = 0
+    topk: int = 0
+    moe_intermediate: int = 0
+    shared_intermediate: int = 0  # shared experts' total width (0: none)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    hidden: int
+    vocab: int
+    layers: tuple[LayerShape, ...]
+    kv_lora_rank: int | None  # multi-head latent attention
+
+
+def _linear_out(module: nn.Module, names: tuple[str, ...]) -> int | None:
+    for name in names:
+        sub = getattr(module, name, None)
+        weight = getattr(sub, "weight", None)
+        if weight is not None and weight.dim() == 2:
+            return int(weight.shape[0])
+    return None
+
+
+def _dense(mlp: nn.Module) -> tuple[int, bool]:
+    up = _linear_out(mlp, ("up_proj", "w3", "c_fc2"))
+    if up is not None:
+        return up, True
+    merged = _linear_out(mlp, ("gate_up_proj",))
+    if merged is not None:
+        return merged // 2, True
+    for child in mlp.modules():  # fc1 / c_fc / dense_h_to_4h / w1: the first projection
+        weight = getattr(child, "weight", None)
+        if isinstance(child, nn.Linear) and weight is not None:
+            return int(weight.shape[0]), False
+    raise UnsupportedError(f"{type(mlp).__name__}: no projection found to size its activations.")
+
+
+def _attn_out(attn: nn.Module) -> int:
+    linears = [m for m in attn.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise UnsupportedError(f"{type(attn).__name__}: no projection found to size its output.")
+    for name in ("o_proj", "dense", "out_proj", "c_proj", "wo"):
+        sub = getattr(attn, name, None)
+        if isinstance(sub, nn.Linear):
+            return int(sub.in_features)
+    return int(linears[-1].in_features)
+
+
+def _children(layer: nn.Module) -> tuple[nn.Module, nn.Module]:
+    attn = next((c for n, c in layer.named_children() if "attn" in n.lower() or "attention" in n.lower()), None)
+    mlp = next((c for n, c in layer.named_children() if n.lower() in ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")), None)
+    if attn is None or mlp is None:
+        raise UnsupportedError(f"{type(layer).__name__}: its attention and feed-forward blocks are not named as vLLM's models are.")
+    return attn, mlp
+
+
+def _layer(layer: nn.Module, text: Any, hidden: int) -> LayerShape:
+    attn, mlp = _children(layer)
+    attn_out = _attn_out(attn)
+    experts = getattr(mlp, "experts", None)
+    if experts is None:
+        intermediate, gated = _dense(mlp)
+        return LayerShape(attn_out, intermediate, gated)
+    fused = [p for p in experts.parameters(recurse=False) if p.dim() == 3]
+    if fused:
+        num = int(fused[0].shape[0])
+        down = getattr(experts, "down_proj", None)
+        dims = [int(d) for d in (down.shape[1:] if down is not None else fused[0].shape[1:])]
+        moe_i = dims[0] if dims[1] == hidden else dims[1]
+    elif isinstance(experts, nn.ModuleList) and len(experts):
+        num = len(experts)
+        moe_i, _ = _dense(experts[0])
+    else:
+        raise UnsupportedError(f"{type(mlp).__name__}: its experts are not laid out as fused or listed modules.")
+    topk = next((int(getattr(text, k)) for k in _TOPK_KEYS if isinstance(getattr(text, k, None), int)), 0)
+    if not topk:
+        raise UnsupportedError(f"{type(text).__name__} names no experts per token (num_experts_per_tok).")
+    shared = next((c for n, c in mlp.named_children() if "shared" in n and not n.endswith("gate")), None)
+    shared_i = _dense(shared)[0] if shared is not None else 0
+    return LayerShape(attn_out, 0, True, num, topk, moe_i, shared_i)
+
+
+def _decoder_layers(model: nn.Module) -> nn.ModuleList:
+    best: nn.ModuleList | None = None
+    for _, module in model.named_modules():
+        if (isinstance(module, nn.ModuleList) and len(module) and (best is None or len(module) > len(best))
+                and any(isinstance(m, nn.Linear) for m in module[0].modules())):
+            best = module
+    if best is None:
+        raise UnsupportedError(f"{type(model).__name__}: no stack of decoder layers found.")
+    return best
+
+
+def model_shape(model: nn.Module) -> ModelShape:
+    """The per-layer widths of ``model`` (a causal LM built on meta)."""
+    config: Any = model.config
+    text = config.get_text_config(decoder=True)
+    hidden = int(text.hidden_size)
+    vocab = int(text.vocab_size)
+    layers = tuple(_layer(layer, text, hidden) for layer in _decoder_layers(model))
+    kv_lora = getattr(text, "kv_lora_rank", None)
+    return ModelShape(hidden, vocab, layers, int(kv_lora) if isinstance(kv_lora, int) else None)
