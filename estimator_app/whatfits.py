@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -55,27 +55,32 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep dataset as the tab uses it: its rows (with ``use`` and ``scenario``) and where it came from."""
+    """A sweep dataset as the tab uses it: its rows (with ``use`` and ``scenario``), split once by (use, dtype,
+    scenario) so a question reads one part, and where it came from."""
 
     frame: pd.DataFrame
     source: str
+    parts: dict[tuple[str, str, str], pd.DataFrame] = field(default_factory=dict, repr=False)
 
     def dtypes(self, use: str | None = None) -> list[str]:
-        frame = self.frame if use is None else self.frame[self.frame["use"] == use]
-        return sorted(frame["dtype"].dropna().unique().tolist(), key=_dtype_order)
+        return sorted({d for u, d, _ in self.parts if use is None or u == use}, key=_dtype_order)
 
     def uses(self) -> list[str]:
-        present = set(self.frame["use"].unique().tolist())
+        present = {u for u, _, _ in self.parts}
         return [use for use in USES if use in present]
 
     def scenarios(self, use: str, dtype: str | None = None) -> list[str]:
         """The scenarios swept for ``use`` (and ``dtype``), smallest first; load and serving have one each."""
-        mask = self.frame["use"] == use
-        if dtype:
-            mask &= self.frame["dtype"] == dtype
-        rows = self.frame.loc[mask, ["scenario", "batch_size", "seq_len", "lora_rank"]].drop_duplicates("scenario")
-        rows = rows.sort_values(["seq_len", "batch_size", "lora_rank"], na_position="first")
-        return rows["scenario"].tolist()
+        import pandas as pd
+
+        found = {s: part.iloc[0] for (u, d, s), part in self.parts.items() if u == use and (not dtype or d == dtype)}
+
+        def size(name: str) -> tuple[float, float, float]:
+            row = found[name]
+            seq, batch, rank = (-1.0 if pd.isna(row[k]) else float(row[k]) for k in ("seq_len", "batch_size", "lora_rank"))
+            return seq, batch, rank
+
+        return sorted(found, key=size)
 
     def gpus(self) -> list[str]:
         return sorted(self.frame["gpu"].dropna().unique().tolist())
@@ -184,6 +189,7 @@ def load(source: str) -> Sweep:
 
 @functools.lru_cache(maxsize=4)
 def _read(path: str, mtime: int, source: str) -> Sweep:
+    import pandas as pd
     import pyarrow.dataset as ds
 
     folder = Path(path)
@@ -203,10 +209,15 @@ def _read(path: str, mtime: int, source: str) -> Sweep:
             frame[name] = None
     frame["use"] = [use_of(m, r) for m, r in zip(frame["mode"], frame["lora_rank"], strict=True)]
     frame["scenario"] = _scenarios(frame)
-    frame["use"] = frame["use"].astype("category")
-    frame["dtype"] = frame["dtype"].astype("category")
-    frame["gpu"] = frame["gpu"].astype("category")
-    return Sweep(frame=frame.reset_index(drop=True), source=source)
+    frame = frame.reset_index(drop=True)
+    for name in ("needed_bytes", "total_bytes", "peak_bytes", "gpu_memory_bytes"):
+        frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")  # exact below 2**53 bytes (8 PiB)
+    frame["fits"] = frame["fits"].astype("boolean")
+    hopper = frame["gpu"].astype("string").str.contains("H100|H200|H20|GH200", na=False, regex=True)
+    frame["_hopper"] = hopper.astype(bool)
+    parts = {(str(u), str(d), str(s)): part.reset_index(drop=True)
+             for (u, d, s), part in frame.groupby(["use", "dtype", "scenario"], observed=True, sort=False, dropna=True)}
+    return Sweep(frame=frame, source=source, parts=parts)
 
 
 def capacity(query: Query) -> tuple[int, str]:
@@ -230,21 +241,20 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
     import pandas as pd
 
     total, name = capacity(query)
-    frame = sweep.frame
     scenario = query.scenario or next(iter(sweep.scenarios(query.use, query.dtype)), None)
-    mask = (frame["use"] == query.use) & (frame["dtype"] == query.dtype) & (frame["scenario"] == scenario)
-    chosen = frame[mask]
-    failed = chosen["error"].notna()
+    chosen = sweep.parts.get((query.use, query.dtype, scenario or ""))
+    if chosen is None:
+        chosen = sweep.frame.iloc[:0]
+    failed = chosen["error"].notna().to_numpy()
     n_failed = int(chosen.loc[failed, "model"].nunique())
     chosen = chosen[~failed]
-    exact = chosen["gpu"] == name
+    exact = (chosen["gpu"] == name).to_numpy()
     if not query.memory and exact.any():  # the sweep's own answer for this GPU
         chosen = chosen[exact]
-        fits = chosen["fits"].astype("boolean").fillna(chosen["needed_bytes"] <= total).fillna(False)
+        fits = chosen["fits"].fillna(chosen["needed_bytes"] <= total).fillna(False)
     else:  # another GPU's rows: the needed bytes of a non-Hopper one (a typed size assumes the default cuBLAS workspace)
-        chosen = chosen[chosen["needed_bytes"].notna()]
-        hopper = chosen["gpu"].astype("string").str.contains("H100|H200|H20|GH200", na=False, regex=True)
-        chosen = chosen.assign(_hopper=hopper).sort_values("_hopper", kind="stable").drop_duplicates(["model", "revision"])
+        chosen = chosen[chosen["needed_bytes"].notna().to_numpy()]
+        chosen = chosen.sort_values("_hopper", kind="stable").drop_duplicates(["model", "revision"])
         chosen = chosen.assign(max_batch=pd.NA, max_seq=pd.NA)
         fits = chosen["needed_bytes"] <= total
     considered = int(chosen["model"].nunique())
