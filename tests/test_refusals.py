@@ -73,3 +73,51 @@ def test_the_cli_says_one_line_and_exits_2(tmp_path: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Internal error" not in lines[0] and "Traceback" not in done.stderr
     assert "pad_token_id is 50256" in lines[0] and "vocab_size (1000)" in lines[0]
+
+
+QWEN25_VL = {  # head_dim 16, and no mrope_section: the modeling code's default [16, 24, 24] fits head_dim 128 only
+    "model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"], "image_token_id": 1000,
+    "video_token_id": 1001, "vision_start_token_id": 1002,
+    "text_config": {"model_type": "qwen2_5_vl_text", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+    "vision_config": {"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                      "out_hidden_size": 64, "fullatt_block_indexes": [0]},
+}
+
+
+def test_mrope_sections_that_do_not_fit_the_head_dim_are_refused(tmp_path: Path) -> None:
+    """Qwen2.5-VL's text rotary splits head_dim / 2 frequencies into mrope_section parts: the real
+    model fails in its first forward on the CPU, and the estimator says which field and rule."""
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    real = transformers.Qwen2_5_VLForConditionalGeneration._from_config(CONFIG_MAPPING["qwen2_5_vl"].from_dict(dict(QWEN25_VL)))
+    with pytest.raises(RuntimeError, match="split_with_sizes"):
+        real(input_ids=torch.zeros(1, 8, dtype=torch.long))
+    for mode in ("inference", "training"):
+        with pytest.raises(MalformedConfigError, match=r"states no mrope_section, so the modeling code uses \[16, 24, 24\], "
+                                                       r"which adds up to 64; the sections must add up to head_dim / 2 = 8"):
+            estimate(str(folder(tmp_path, QWEN25_VL)), mode=mode, dtypes=["float32"])
+    fitted = {**QWEN25_VL, "text_config": {**QWEN25_VL["text_config"], "rope_parameters": {
+        "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}}}
+    assert estimate(str(folder(tmp_path, fitted)), mode="inference", dtypes=["float32"]).row("float32").method == "simulated"
+
+
+def test_per_stage_size_lists_are_read_not_refused(tmp_path: Path) -> None:
+    """CvT states embed_dim and num_heads per stage: a list of whole numbers is a size, as the
+    library reads it (the load row equals the real build's bytes); a list holding text is refused."""
+    import torch
+
+    from testkit.truth import storage_bytes
+
+    cvt = {"model_type": "cvt", "architectures": ["CvtForImageClassification"], "embed_dim": [16, 32, 64], "num_heads": [1, 2, 4],
+           "depth": [1, 2, 3], "num_labels": 10}  # depth[i] > i: CvtStage indexes its drop-path rates by stage
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    real = transformers.CvtForImageClassification._from_config(CONFIG_MAPPING["cvt"].from_dict(dict(cvt)), dtype=torch.float32)
+    assert estimate(str(folder(tmp_path, cvt)), dtypes=["float32"]).row("float32").total_bytes == storage_bytes(real)
+    with pytest.raises(MalformedConfigError, match=r"embed_dim = \[16, 'big'\]; it must be a whole number \(or a list"):
+        estimate(str(folder(tmp_path, {**cvt, "embed_dim": [16, "big"]})), dtypes=["float32"])

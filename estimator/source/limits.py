@@ -46,10 +46,12 @@ def check_config(config: dict[str, Any], *, model: str) -> None:
         key = name.rsplit(".", 1)[-1]
         if value is None:
             continue
+        if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            # one value per stage (CvT's embed_dim, Swin's num_heads, an image's height and width): each is checked
+            value = max(value) if min(value) >= 0 else min(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            if key in ("image_size", "patch_size") and isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-                continue
-            raise MalformedConfigError(f"The config of {model} has {name} = {value!r}; it must be a whole number.")
+            raise MalformedConfigError(f"The config of {model} has {name} = {value!r}; it must be a whole number "
+                                       "(or a list of whole numbers, one per stage).")
         if value < 0:
             raise MalformedConfigError(f"The config of {model} has {name} = {value}; sizes cannot be negative.")
         if value > MAX_FIELD or (key in _LAYER_FIELDS and value > MAX_LAYERS) or (key in _WIDTH_FIELDS and value > MAX_WIDTH):
