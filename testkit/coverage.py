@@ -304,16 +304,35 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
             with torch.device("meta"):
                 meta = cls._from_config(hf_config, dtype=torch.float32)
             params = sum(p.numel() for p in meta.parameters())
-            del meta
             if params > MAX_PARAMS:
                 reason = f"level {level}: {params:,} parameters (more than {MAX_PARAMS:,})"
                 continue
+            if _fit_mrope(small, meta):  # the rotary sections follow the smaller head dim
+                hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
+            del meta
             torch.manual_seed(0)
             model = cls._from_config(hf_config, dtype=torch.float32)
             return small, name, model, level, None
         except Exception as exc:  # noqa: BLE001 - why this level does not build is the skip reason
             reason = f"level {level}: {type(exc).__name__}: {str(exc)[:300]}"
     return None, name, None, None, reason
+
+
+def _fit_mrope(small: dict[str, Any], meta: Any) -> bool:
+    """Multimodal rotary sections (``mrope_section``, default ``[16, 24, 24]`` for a head dim of 128)
+    scaled to add up to the small head dim's ``head_dim / 2``, in the text config's ``rope_parameters``."""
+    for module in meta.modules():
+        section, inv_freq = getattr(module, "mrope_section", None), getattr(module, "inv_freq", None)
+        if isinstance(section, (list, tuple)) and inv_freq is not None and sum(section) != inv_freq.shape[-1]:
+            half = int(inv_freq.shape[-1])
+            scaled = [max(1, round(s * half / sum(section))) for s in section]
+            scaled[-1] += half - sum(scaled)
+            target = small.get("text_config") if isinstance(small.get("text_config"), dict) else small
+            rope = dict(target.get("rope_parameters") or {"rope_type": "default", "rope_theta": 10000.0})
+            rope["mrope_section"] = scaled
+            target["rope_parameters"] = rope
+            return True
+    return False
 
 
 def run_type(model_type: str, *, seq_len: int = 32, workdir: Path | None = None) -> dict[str, Any]:

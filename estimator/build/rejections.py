@@ -45,3 +45,40 @@ def refusal(exc: BaseException, config: dict[str, Any]) -> str:
         if found:
             return found
     return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message) in the library's modeling code"
+
+
+def _stated(config: dict[str, Any], key: str) -> tuple[str, Any] | None:
+    """Where ``key`` sits in ``config``'s ``rope_parameters`` (or ``rope_scaling``), top level or a sub-config's."""
+    for prefix, section in _sections(config):
+        for holder in ("rope_parameters", "rope_scaling"):
+            found = section.get(holder)
+            if isinstance(found, dict) and key in found:
+                return f"{prefix}{holder}.{key}", found[key]
+    return None
+
+
+def check_runnable(model: Any, config: dict[str, Any], *, name: str) -> None:
+    """Refuse, before a step is simulated, a config whose forward the modeling code cannot run.
+
+    Multimodal rotary embeddings (Qwen2-VL, Qwen2.5-VL and their kin) split the rotary frequencies,
+    ``head_dim / 2`` of them, into ``mrope_section`` parts (``freq.split(mrope_section, dim=-1)``),
+    so the parts must add up to ``head_dim / 2``; the code falls back to ``[16, 24, 24]`` (a head dim
+    of 128) where the config states none, and a smaller model that keeps that default fails in its
+    first forward, on the CPU as here.
+    """
+    from estimator.errors import MalformedConfigError
+
+    for module in model.modules():
+        section = getattr(module, "mrope_section", None)
+        inv_freq = getattr(module, "inv_freq", None)
+        if not isinstance(section, (list, tuple)) or not all(isinstance(s, int) for s in section) or inv_freq is None:
+            continue
+        half = int(inv_freq.shape[-1])
+        if sum(section) == half:
+            continue
+        stated = _stated(config, "mrope_section")
+        where = (f"{stated[0]} is {list(section)}" if stated else
+                 f"rope_parameters states no mrope_section, so the modeling code uses {list(section)}")
+        raise MalformedConfigError(
+            f"The config of {name} cannot run: {where}, which adds up to {sum(section)}; the sections must add up to "
+            f"head_dim / 2 = {half} (they split the rotary frequencies). Set mrope_section in rope_parameters.")

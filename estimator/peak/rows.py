@@ -197,10 +197,13 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
 
 def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:
     """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
+    from estimator.build.rejections import check_runnable
     from estimator.load.rows import build
 
     built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
-    return build(resolved, built_in, trust_remote_code=load.trust_remote_code), recipe
+    model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
+    check_runnable(model, resolved.config, name=resolved.name)
+    return model, recipe
 
 
 def _parallel_row(resolved: Resolved, load_row: Row, model: nn.Module, work: WorkSpec, hardware: HardwareSpec,
