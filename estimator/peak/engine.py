@@ -47,6 +47,7 @@ from estimator.peak.formula import formula_components
 from estimator.peak.inputs import workload_for
 from estimator.peak.layers import extrapolated
 from estimator.peak.materialize import materialize
+from estimator.peak.processors import Media
 from estimator.peak.steps import AFTER, StepPeak, simulate_step
 from estimator.peak.tracker import PeakSnapshot
 from estimator.peak.training import LoraTargetsError, Recipe, prepare
@@ -100,6 +101,7 @@ def simulate_peak(
     max_new_tokens: int = 0,
     extrapolate_layers: bool = True,
     recipe: Recipe | None = None,
+    media: Media | None = None,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -117,7 +119,9 @@ def simulate_peak(
     jump, and a line through 2, 3 and 4 layers was off by up to 5x on Llama-3.1-8B); the fit
     stage asks for one. ``recipe`` (training only) says how the step is run
     (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.training`);
-    by default a full float32-style step with AdamW in the model's dtype.
+    by default a full float32-style step with AdamW in the model's dtype. ``media`` (vision-language
+    and speech models): the images or audio in each prompt, made by the model's own processor
+    (:mod:`estimator.peak.processors`); ``seq_len`` is then the text tokens beside them.
     """
     recipe = recipe or Recipe()
     counted = (_trainable_note(model, recipe),) if mode == "training" else ()
@@ -127,7 +131,7 @@ def simulate_peak(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
-    found = extrapolated(model, lambda m: _run(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe)) \
+    found = extrapolated(model, lambda m: _run(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)) \
         if extrapolate_layers else None
     if found is not None:
         phases, notes, note = found
@@ -136,7 +140,7 @@ def simulate_peak(
                      "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
         return _result(phases, (*notes, *counted, note))
     try:
-        phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe)
+        phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)
         return _result(phases, (*notes, *counted), overhead)
     except LoraTargetsError:
         raise
@@ -219,14 +223,20 @@ def _decode_cache_note(phases: Phases, name: str) -> str:
 
 def _run(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
-    image_size: int | None, max_new_tokens: int, recipe: Recipe,
+    image_size: int | None, max_new_tokens: int, recipe: Recipe, media: Media | None = None,
 ) -> tuple[Phases, tuple[str, ...], dict[str, int] | None]:
     """One full simulation by the engine (:func:`~estimator.peak.steps.simulate_step`): the peak
     of each phase of the step, notes and the CUDA allocator's overheads (``None`` on cpu); raises
     where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
-        workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+        if media is not None:
+            from estimator.peak.media import media_workload
+            from estimator.peak.processors import media_inputs
+
+            workload = media_workload(model, media_inputs(model.config, media, batch_size=batch_size, text_len=seq_len))
+        else:
+            workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
         notes: tuple[str, ...] = ()
         qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.qlora)
         if qlora:
@@ -242,8 +252,11 @@ def _run(
             from estimator.peak.qlora import pack_weights
 
             pack_weights(model, fake_mode, device=device)
+        # A vision-language model leaves some vision parameters without gradients (LLaVA's last vision layer,
+        # under vision_feature_layer=-2): its first step is run in full, so that the optimizer keeps no state for them.
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
-                             optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None)
+                             optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None,
+                             full_first_step=media is not None)
         return step.phases, step.notes + notes + _uncounted(model, mode, device), _allocator_overhead(step)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded

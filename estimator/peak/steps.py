@@ -153,6 +153,13 @@ def _target_device(device: Device) -> Iterator[None]:
         yield
 
 
+def _workload_context(workload: Workload) -> contextlib.AbstractContextManager[Any]:
+    """What the workload asks to have entered around its step, above the tracker (a media workload's
+    known input values: :mod:`estimator.peak.known_values`)."""
+    context = getattr(workload, "context", None)
+    return context() if context is not None else contextlib.nullcontext()
+
+
 def _unique_tensors(tensors: Any) -> list[torch.Tensor]:
     return list({id(t): t for t in tensors}.values())
 
@@ -180,7 +187,7 @@ def _training(
         optimizer.fill_qmap()
         optimizer.name2qmap = {k: fake_mode.from_tensor(v) for k, v in optimizer.name2qmap.items()}
     notes = (f"training: 2 steps of forward + loss + backward + optimizer step, peak of step 2 ({workload.description})",)
-    with fake_mode, tracker:
+    with fake_mode, tracker, _workload_context(workload):
         _register_model(tracker, model)
         tracker.new_component = Component.INPUTS
         inputs = workload.make_inputs()
@@ -241,7 +248,7 @@ def _inference(
     model.eval()
     generative = workload.kind in (ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ_LM)
     with fake_mode, torch.no_grad():
-        with tracker:
+        with tracker, _workload_context(workload):
             _register_model(tracker, model)
             tracker.new_component = Component.INPUTS
             inputs = workload.make_inputs()

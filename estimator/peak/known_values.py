@@ -1,0 +1,199 @@
+"""The values of the few small integer tensors a multimodal model asks questions about.
+
+Fake tensors carry shapes, not data. A vision-language model asks its inputs questions whose answers
+are data: where the image tokens are (``input_ids == image_token_id``, then ``masked_scatter`` of
+the image features into those places, ``inputs_embeds[mask]``), how many there are (a
+``torch._check`` that the count matches the features), Qwen-VL's ``image_grid_thw.tolist()`` and
+``repeat_interleave`` over it, Mllama's ``aspect_ratio_ids``. A fake run cannot answer them
+(``DataDependentOutputException``).
+
+:class:`KnownValues` is a dispatch mode entered above the tracker for the whole step. It keeps the
+real values of small integer and boolean tensors beside their fakes (:func:`know`: the inputs the
+processor made) and computes every op whose tensor arguments are all known on the real values too,
+so that the mask, the count and the grid stay known. A data-dependent op is then answered from the
+real values: its output is allocated with the real result's shape by the modes below (the tracker
+counts it), and an index by a boolean mask is run as the index by its positions (``nonzero``),
+which is what the CPU kernel does. Floating tensors are never known: the model's activations stay
+fakes. The real values are a few kilobytes (ids, masks, grids) and are computed with every mode
+disabled, so they are never counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils.weak import WeakIdKeyDictionary
+
+__all__ = ["KnownValues", "know"]
+
+_MAX_KNOWN = 1 << 22  # elements: ids, masks and grids of a batch, never activations
+_aten = torch.ops.aten
+
+_KNOWN: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def know(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """Remember a copy of ``real`` (a CPU tensor of ``fake``'s shape and dtype) as the value of ``fake``; returns ``fake``."""
+    if _is_fake(real) or tuple(fake.shape) != tuple(real.shape) or fake.dtype != real.dtype:
+        raise ValueError(f"known value {tuple(real.shape)} {real.dtype} does not match {tuple(fake.shape)} {fake.dtype}")
+    with _disable_current_modes():
+        _KNOWN[fake] = real.clone()
+    return fake
+
+
+def _is_fake(t: Any) -> bool:
+    return isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
+
+
+def _value(t: Any) -> torch.Tensor | None:
+    """The real value of a tensor argument: a plain tensor is its own, a fake one only if known."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    if not _is_fake(t):
+        return t if t.device.type == "cpu" else None  # a meta tensor has no values either
+    return _KNOWN.get(t)
+
+
+def _scalar(t: torch.Tensor) -> Any:
+    value = _value(t)
+    if value is None:
+        raise DataDependentOutputException(_aten._local_scalar_dense.default)
+    with _disable_current_modes():
+        return value.tolist()
+
+
+def _small(t: torch.Tensor) -> bool:
+    return not (t.dtype.is_floating_point or t.dtype.is_complex) and t.numel() <= _MAX_KNOWN
+
+
+class KnownValues(TorchDispatchMode):
+    """See the module docstring. Enter it above the tracker (and below nothing that allocates).
+
+    While entered, ``torch.tensor(data)`` reads known fakes in ``data`` as their values (Qwen-VL builds
+    its rope deltas from a list of 0-d tensors; the constructor reads their memory, not through an op)
+    and its result is known too."""
+
+    def __enter__(self) -> KnownValues:
+        self._tensor = torch.tensor
+        made = self._tensor
+
+        def tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+            if not any(isinstance(x, torch.Tensor) and _is_fake(x) for x in tree_flatten(data)[0]):
+                return made(data, *args, **kwargs)
+            values = tree_map(lambda x: _scalar(x) if isinstance(x, torch.Tensor) else x, data)
+            out = made(values, *args, **kwargs)
+            with _disable_current_modes():
+                real = made(values, *args, **{**kwargs, "device": "cpu"})
+            if _is_fake(out) and _small(real):
+                _KNOWN[out] = real
+            return out
+
+        torch.tensor = tensor
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.tensor = self._tensor
+        super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        flat, spec = tree_flatten((args, kwargs))
+        tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        known = all(_value(t) is not None for t in tensors)
+        if func is _aten._local_scalar_dense.default and known:
+            return _real(func, flat, spec)
+        if known and func in _DATA_SHAPED:
+            return self._from_real(func, flat, spec)
+        try:
+            out = func(*args, **kwargs)
+        except (DataDependentOutputException, DynamicOutputShapeException):
+            if known:
+                return self._from_real(func, flat, spec)
+            return self._by_positions(func, args, kwargs)
+        if known and _all_small(out):
+            _pair(out, _real(func, flat, spec))
+        return out
+
+    def _from_real(self, func: Any, flat: list[Any], spec: Any) -> Any:
+        """The op computed on the real values; its outputs allocated as fakes of the real shapes below this mode."""
+        real = _real(func, flat, spec)
+
+        def fake_of(r: Any) -> Any:
+            if not isinstance(r, torch.Tensor):
+                return r
+            fake = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype)
+            if _small(r):
+                _KNOWN[fake] = r
+            return fake
+
+        return tree_map(fake_of, real)
+
+    def _by_positions(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """An index, index_put or masked_select of an unknown tensor by a known boolean mask: by the mask's positions."""
+        if func in (_aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default, _aten._index_put_impl_.default):
+            indices = [self._positions(i) for i in args[1]]
+            expanded: list[Any] = []
+            for i in indices:
+                expanded.extend(i if isinstance(i, tuple) else (i,))
+            return func(args[0], expanded, *args[2:], **kwargs)
+        if func is _aten.masked_select.default:
+            x, mask = args[0], args[1]
+            real = _value(mask)
+            if real is not None:
+                n = int(torch.broadcast_to(real, torch.broadcast_shapes(x.shape, mask.shape)).sum())
+                return torch.empty(n, dtype=x.dtype)
+        raise DataDependentOutputException(func)
+
+    def _positions(self, index: Any) -> Any:
+        if index is None or index.dtype not in (torch.bool, torch.uint8):
+            return index
+        real = _value(index)
+        if real is None:
+            raise DataDependentOutputException(_aten.nonzero.default)
+        with _disable_current_modes():
+            where = real.nonzero(as_tuple=True)
+        out = []
+        for w in where:
+            fake = torch.empty(w.shape, dtype=w.dtype)
+            _KNOWN[fake] = w
+            out.append(fake)
+        return tuple(out)
+
+
+# Ops whose output shape is the data's: computed on the real values when their inputs are known.
+_DATA_SHAPED = frozenset({
+    _aten.nonzero.default, _aten.masked_select.default, _aten.repeat_interleave.Tensor,
+    _aten.repeat_interleave.self_Tensor, _aten.unique_consecutive.default, _aten._unique2.default,
+    _aten.unique_dim.default,
+})
+
+
+def _reals(flat: list[Any]) -> list[Any]:
+    return [_value(t) if isinstance(t, torch.Tensor) else t for t in flat]
+
+
+def _real(func: Any, flat: list[Any], spec: Any) -> Any:
+    args, kwargs = tree_unflatten(_reals(flat), spec)
+    if "device" in kwargs:
+        kwargs = {**kwargs, "device": torch.device("cpu")}
+    with _disable_current_modes():
+        return func(*args, **kwargs)
+
+
+def _all_small(out: Any) -> bool:
+    """Every tensor output is a small integer or boolean fake (a factory's float output is never computed for real)."""
+    outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+    return bool(outs) and all(_is_fake(o) and _small(o) for o in outs)
+
+
+def _pair(out: Any, real: Any) -> None:
+    """Remember the real outputs of an op beside its fake ones (small integer and boolean ones only)."""
+    outs, reals = tree_flatten(out)[0], tree_flatten(real)[0]
+    for o, r in zip(outs, reals, strict=False):
+        if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and _is_fake(o) and _small(r) \
+                and tuple(o.shape) == tuple(r.shape):
+            _KNOWN[o] = r

@@ -1,0 +1,296 @@
+"""Image and audio inputs as the model's own processor makes them, without the repo's tokenizer or code.
+
+A vision-language model is fed what its transformers processor returns for a prompt with images:
+``pixel_values`` (and the grid, tiles, masks its image processor adds) and ``input_ids`` where each
+image became the processor's run of image tokens (Gemma-3's ``<start_of_image>`` + 256 soft tokens +
+``<end_of_image>``, Qwen-VL's ``<|image_pad|>`` times the merged patches of the image's grid,
+Idefics3's tiles with their row/column tags, Mllama's one ``<|image|>`` per image and its cross-attention
+mask). The processor is the real class transformers maps the ``model_type`` to, its image processor
+built from the repo's ``preprocessor_config.json`` (else from the model config: the vision tower's
+image size and patching), and it is run on random images of the size asked. Only the tokenizer is a
+stand-in: a word-level tokenizer that knows the processor's special tokens under the ids the model
+config gives them and reads every other word as one text token, so the prompt is ``images`` + ``seq_len``
+text tokens. Speech models get the feature extractor's ``input_features`` for random audio of the
+length asked (Whisper's extractor pads to its 30 s window).
+
+Nothing here runs a repository's code: classes come from transformers by ``model_type``, settings from JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["FAMILIES", "Media", "MediaInputs", "family_of", "media_inputs"]
+
+logger = logging.getLogger(__name__)
+
+_TEXT_ID = 5  # the id of every text word of the prompt ("a")
+_UNK_ID = 0
+
+
+@dataclass(frozen=True)
+class Media:
+    """What the prompt carries besides text: ``images`` of ``image_size`` pixels square (None: the
+    processor's own resolution), ``audio_seconds`` of audio."""
+
+    images: int = 0
+    image_size: int | None = None
+    video_frames: int = 0
+    audio_seconds: float | None = None
+    # the repo's preprocessor_config.json / processor_config.json (None: built from the model config)
+    preprocessor: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    processor: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class MediaInputs:
+    """The processor's output for one batch (real CPU tensors) and what it holds, in words."""
+
+    tensors: dict[str, torch.Tensor]
+    description: str
+    image_tokens: int = 0  # per sample, in input_ids
+    image_size: int | None = None
+
+
+def _vision(config: Any) -> Any:
+    return getattr(config, "vision_config", None)
+
+
+def _token_id(config: Any, *names: str) -> int | None:
+    for name in names:
+        value = getattr(config, name, None)
+        if value is None and getattr(config, "text_config", None) is not None:
+            value = getattr(config.text_config, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one model type's processor is built and prompted.
+
+    ``tokens``: special token string -> the config attributes holding its id (empty: any free id);
+    ``attributes``: tokenizer attributes the processor reads (``image_token``, ``boi_token``...);
+    ``placeholder``: what the chat template writes in the prompt for one image;
+    ``image_processor``: its settings from the model config, for repos without a preprocessor_config.json;
+    ``processor``: the processor's own settings (processor_config.json) from the model config.
+    """
+
+    tokens: dict[str, tuple[str, ...]]
+    placeholder: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    image_processor: Callable[[Any], dict[str, Any]] = lambda config: {}
+    processor: Callable[[Any], dict[str, Any]] = lambda config: {}
+    default_size: Callable[[Any], int] = lambda config: int(getattr(_vision(config), "image_size", 224))
+    extra_tokens: Callable[[], list[str]] = list
+
+
+def _square(config: Any) -> dict[str, Any]:
+    size = int(_vision(config).image_size)
+    return {"size": {"height": size, "width": size}}
+
+
+def _llava_processor(config: Any) -> dict[str, Any]:
+    vision = _vision(config)
+    cls_token = 1 if getattr(vision, "model_type", "") == "clip_vision_model" else 0
+    return {"patch_size": vision.patch_size, "vision_feature_select_strategy": config.vision_feature_select_strategy,
+            "num_additional_image_tokens": cls_token}
+
+
+def _llava_image(config: Any) -> dict[str, Any]:
+    size = int(_vision(config).image_size)
+    return {"size": {"shortest_edge": size}, "crop_size": {"height": size, "width": size}}
+
+
+def _qwen_image(config: Any) -> dict[str, Any]:
+    vision = _vision(config)
+    return {"patch_size": vision.patch_size, "merge_size": vision.spatial_merge_size,
+            "temporal_patch_size": vision.temporal_patch_size}
+
+
+def _idefics_image(config: Any) -> dict[str, Any]:
+    size = int(_vision(config).image_size)
+    return {"size": {"longest_edge": 4 * size}, "max_image_size": {"longest_edge": size}}
+
+
+def _idefics_processor(config: Any) -> dict[str, Any]:
+    vision = _vision(config)
+    return {"image_seq_len": int((vision.image_size // vision.patch_size) ** 2 / config.scale_factor**2)}
+
+
+def _row_col_tags() -> list[str]:
+    return ["<global-img>", *(f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6))]
+
+
+def _mllama_image(config: Any) -> dict[str, Any]:
+    vision = _vision(config)
+    return {**_square(config), "max_image_tiles": vision.max_num_tiles}
+
+
+def _paligemma_image(config: Any) -> dict[str, Any]:
+    vision = _vision(config)
+    return {**_square(config), "image_seq_length": (vision.image_size // vision.patch_size) ** 2}
+
+
+_QWEN = Family(
+    tokens={"<|image_pad|>": ("image_token_id",), "<|video_pad|>": ("video_token_id",),
+            "<|vision_start|>": ("vision_start_token_id",), "<|vision_end|>": ("vision_end_token_id",)},
+    placeholder="<|vision_start|><|image_pad|><|vision_end|>",
+    attributes={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
+    image_processor=_qwen_image,
+    default_size=lambda config: 448,
+)
+_IDEFICS = Family(
+    tokens={"<image>": ("image_token_id",), "<fake_token_around_image>": (), "<end_of_utterance>": ()},
+    placeholder="<image>",
+    attributes={"image_token": "<image>"},
+    image_processor=_idefics_image,
+    processor=_idefics_processor,
+    extra_tokens=_row_col_tags,
+)
+
+# model_type -> its processor family; the coverage of this table is what gets images.
+FAMILIES: dict[str, Family] = {
+    "llava": Family(tokens={"<image>": ("image_token_id", "image_token_index")}, placeholder="<image>",
+                    attributes={"image_token": "<image>"}, image_processor=_llava_image, processor=_llava_processor),
+    "gemma3": Family(
+        tokens={"<start_of_image>": ("boi_token_index", "boi_token_id"), "<image_soft_token>": ("image_token_id", "image_token_index"),
+                "<end_of_image>": ("eoi_token_index", "eoi_token_id")},
+        placeholder="<start_of_image>",
+        attributes={"boi_token": "<start_of_image>", "image_token": "<image_soft_token>", "eoi_token": "<end_of_image>"},
+        image_processor=_square, processor=lambda config: {"image_seq_length": config.mm_tokens_per_image},
+    ),
+    "paligemma": Family(tokens={"<image>": ("image_token_id", "image_token_index"), "<bos>": ("bos_token_id",)}, placeholder="",
+                        attributes={"image_token": "<image>", "bos_token": "<bos>"}, image_processor=_paligemma_image),
+    "qwen2_vl": _QWEN,
+    "qwen2_5_vl": _QWEN,
+    "qwen3_vl": _QWEN,
+    "qwen3_vl_moe": _QWEN,
+    "idefics3": _IDEFICS,
+    "smolvlm": _IDEFICS,
+    "mllama": Family(tokens={"<|image|>": ("image_token_id", "image_token_index"), "<|begin_of_text|>": ("bos_token_id",),
+                             "<|python_tag|>": ()},
+                     placeholder="<|image|>", attributes={"image_token": "<|image|>", "bos_token": "<|begin_of_text|>"},
+                     image_processor=_mllama_image),
+}
+
+
+def family_of(config: Any) -> Family | None:
+    return FAMILIES.get(getattr(config, "model_type", ""))
+
+
+def _tokenizer(config: Any, family: Family) -> Any:
+    """A word-level tokenizer knowing the family's special tokens under the config's ids; every other word is one text token."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab_size = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
+    vocab = {"[UNK]": _UNK_ID, "a": _TEXT_ID}
+    free = iter(i for i in range(_TEXT_ID + 1, 1 << 30) if i not in set(vocab.values()))
+    specials = [*family.tokens, *family.extra_tokens()]
+    taken = {_token_id(config, *family.tokens.get(s, ())) for s in specials} - {None}
+    for token in specials:
+        known = _token_id(config, *family.tokens.get(token, ()))
+        if known is None:
+            known = next(i for i in free if i not in taken)
+        vocab[token] = known
+    if max(vocab.values()) >= max(vocab_size, 1) + 1024:
+        logger.debug("special token ids beyond the text vocabulary: %s", vocab)
+    model = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="[UNK]", extra_special_tokens=dict(family.attributes))
+    tokenizer.add_tokens(specials, special_tokens=True)
+    for name, token in family.attributes.items():
+        if name == "bos_token":
+            tokenizer.bos_token = token
+    return tokenizer
+
+
+def _image_processor(model_type: str, family: Family, config: Any, settings: dict[str, Any] | None) -> Any:
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES, get_image_processor_class_from_name
+
+    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+    name = names.get("torchvision") or names.get("pil")
+    if name is None:
+        raise ValueError(f"transformers has no image processor for {model_type}")
+    cls = get_image_processor_class_from_name(name)
+    if settings:
+        clean = {k: v for k, v in settings.items() if k not in ("image_processor_type", "processor_class", "auto_map")}
+        return cls(**clean)
+    return cls(**family.image_processor(config))
+
+
+def _processor(model_type: str, family: Family, config: Any, image_processor: Any, settings: dict[str, Any] | None) -> Any:
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    cls = getattr(transformers, PROCESSOR_MAPPING_NAMES[model_type])
+    kwargs = dict(family.processor(config))
+    if settings:
+        kwargs.update({k: v for k, v in settings.items() if k not in ("processor_class", "auto_map", "chat_template")})
+    if "video_processor" in cls.get_attributes():
+        kwargs["video_processor"] = _video_processor(model_type, family, config)
+    return cls(image_processor=image_processor, tokenizer=_tokenizer(config, family), **kwargs)
+
+
+def _video_processor(model_type: str, family: Family, config: Any) -> Any:
+    import transformers
+    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
+
+    names = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+    cls = getattr(transformers, next(iter(names.values())))
+    return cls(**{k: v for k, v in family.image_processor(config).items() if k in ("patch_size", "merge_size", "temporal_patch_size")})
+
+
+def media_inputs(
+    config: Any,
+    media: Media,
+    *,
+    batch_size: int,
+    text_len: int,
+    seed: int = 0,
+) -> MediaInputs:
+    """The processor's inputs for ``batch_size`` prompts of ``media.images`` images and ``text_len``
+    text tokens (see the module docstring)."""
+    preprocessor, processor = media.preprocessor, media.processor
+    model_type = getattr(config, "model_type", "")
+    family = FAMILIES.get(model_type)
+    if family is None:
+        raise ValueError(f"images are not simulated for {model_type or type(config).__name__} models")
+    image_processor = _image_processor(model_type, family, config, preprocessor)
+    proc = _processor(model_type, family, config, image_processor, processor)
+    size = media.image_size or _processor_size(image_processor) or family.default_size(config)
+    rng = np.random.default_rng(seed)
+    images = [[rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(media.images)] for _ in range(batch_size)]
+    prompt = family.placeholder * media.images + " a" * text_len
+    out = proc(text=[prompt] * batch_size, images=images if media.images else None, return_tensors="pt")
+    tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+    tensors.pop("attention_mask", None)  # no padding: generate's own all-ones mask (inputs.generate_kwargs)
+    ids = tensors["input_ids"]
+    image_token = family.attributes.get("image_token", family.placeholder)
+    per_sample = int((ids[0] == proc.tokenizer.convert_tokens_to_ids(image_token)).sum()) if media.images else 0
+    shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
+    words = (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt, {per_sample} image tokens "
+             f"+ {text_len} text tokens ({type(proc).__name__}; {shapes})")
+    return MediaInputs(tensors, words, per_sample, size)
+
+
+def _processor_size(image_processor: Any) -> int | None:
+    """The resolution a fixed-size image processor resizes to (None where it keeps the image's size)."""
+    size = getattr(image_processor, "size", None) or {}
+    if not isinstance(size, dict):
+        size = dict(size)
+    for key in ("height", "shortest_edge"):
+        if isinstance(size.get(key), int) and "longest_edge" not in size:
+            return int(size[key])
+    max_size = getattr(image_processor, "max_image_size", None) or {}
+    if isinstance(max_size, dict) and isinstance(max_size.get("longest_edge"), int):
+        return int(max_size["longest_edge"])
+    return None

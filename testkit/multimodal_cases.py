@@ -1,0 +1,65 @@
+"""Tiny vision-language and speech models for checking the simulated peak with images and audio.
+
+Each case is ``AutoConfig.for_model(model_type, **overrides)`` with the text and vision towers shrunk
+(hidden 32-64, 1-2 layers, vocabularies of a few hundred ids, images of 32-64 px), built in float32
+with ``AutoModelForImageTextToText`` / the speech class, as the estimator builds models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["MM_CASES", "MultimodalCase"]
+
+_TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 2048, "head_dim": 16}
+_VISION = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+
+
+@dataclass(frozen=True)
+class MultimodalCase:
+    name: str
+    model_type: str
+    config: dict[str, Any]
+    cls: str = "AutoModelForImageTextToText"
+    batch_size: int = 1
+    seq_len: int = 32
+    image_size: int | None = None
+    max_new_tokens: int = 4
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def make_config(self) -> Any:
+        from transformers import AutoConfig
+
+        return AutoConfig.for_model(self.model_type, **self.config)
+
+    def build_on(self, device: str, dtype: torch.dtype = torch.float32) -> nn.Module:
+        import transformers
+
+        cls = getattr(transformers, self.cls)
+        with torch.device(device):
+            return cls.from_config(self.make_config(), dtype=dtype)
+
+
+MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
+    MultimodalCase("llava", "llava", {
+        "text_config": {"model_type": "llama", **_TEXT},
+        "vision_config": {"model_type": "clip_vision_model", **_VISION, "image_size": 32, "patch_size": 8, "projection_dim": 32},
+        "image_token_index": 500}),
+    MultimodalCase("gemma3", "gemma3", {
+        "text_config": {**_TEXT, "sliding_window": 64, "vocab_size": 600},
+        "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
+        "mm_tokens_per_image": 4, "boi_token_index": 501, "eoi_token_index": 502, "image_token_index": 503}),
+    MultimodalCase("qwen2_5_vl", "qwen2_5_vl", {
+        "text_config": {**_TEXT, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}},
+        "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 8,
+                          "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64, "window_size": 32,
+                          "fullatt_block_indexes": [0]},
+        "image_token_id": 500, "video_token_id": 501, "vision_start_token_id": 502, "vision_end_token_id": 503,
+        "bos_token_id": 1, "eos_token_id": 2},
+        image_size=64),
+]}

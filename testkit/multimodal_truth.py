@@ -1,0 +1,87 @@
+"""The real peak of a tiny vision-language or speech model on CPU, fed its real processor's inputs.
+
+``python -m testkit.multimodal_truth CASE MODE IMAGES`` prints one JSON line: ``peak_bytes``, the
+maximum "Total Allocated" of torch.profiler's memory events inside the window of the work, the model
+built inside the profiled region in float32 (its weights are in the total). The inputs are what the
+model's transformers processor returns for random images (or audio) run through it
+(:func:`estimator.peak.processors.media_inputs`: the real image processor and processor classes, a
+word-level stand-in tokenizer). The work:
+
+- inference: ``model.generate(**inputs, max_new_tokens=N, min_new_tokens=N, do_sample=False)``;
+- training: two steps of forward with ``labels`` = the prompt's ids, backward,
+  ``torch.optim.AdamW`` (CPU defaults) step and ``zero_grad(set_to_none=True)``.
+
+Run it in a fresh process: the profiler's total also counts what earlier profiled code left alive.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from testkit.truth import trace_events, window_peak
+
+_WORK = "multimodal_work"
+
+
+def _media(case: Any, images: int, audio_seconds: float | None = None) -> Any:
+    from estimator.peak.processors import Media
+
+    return Media(images=images, image_size=case.image_size, audio_seconds=audio_seconds)
+
+
+def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
+    from estimator.peak.processors import media_inputs
+    from testkit.multimodal_cases import MM_CASES
+
+    case = MM_CASES[case_name]
+    torch.manual_seed(0)
+    config = case.make_config()
+    made = media_inputs(config, _media(case, images, audio_seconds), batch_size=case.batch_size, text_len=case.seq_len)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = case.build_on("cpu")
+        inputs = {k: v.clone() for k, v in made.tensors.items()}
+        with record_function(_WORK):
+            if mode == "training":
+                model.train()
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                for _ in range(2):
+                    loss = model(**inputs, labels=inputs["input_ids"]).loss
+                    loss.backward()
+                    del loss
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            else:
+                model.eval()
+                with torch.no_grad():
+                    n = case.max_new_tokens
+                    out = model.generate(**inputs, attention_mask=torch.ones_like(inputs["input_ids"]), max_new_tokens=n,
+                                         min_new_tokens=n, do_sample=False, pad_token_id=0)
+                    assert out.shape[1] == inputs["input_ids"].shape[1] + n
+                del out
+        del model, inputs
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
+
+
+def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
+    from estimator.peak import simulate_peak
+    from testkit.multimodal_cases import MM_CASES
+
+    case = MM_CASES[case_name]
+    r = simulate_peak(case.build_on("meta"), mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
+                      seq_len=case.seq_len, max_new_tokens=case.max_new_tokens if mode == "inference" else 0,
+                      media=_media(case, images, audio_seconds))
+    return {"peak_bytes": r.peak_bytes, "components": r.components, "method": r.method, "notes": list(r.notes)}
+
+
+if __name__ == "__main__":
+    name, mode, images = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    seconds = float(sys.argv[4]) if len(sys.argv) > 4 else None
+    if len(sys.argv) > 5 and sys.argv[5] == "sim":
+        print(json.dumps(simulate(name, mode, images, seconds)))
+    else:
+        print(json.dumps(measure(name, mode, images, seconds)))
