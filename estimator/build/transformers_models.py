@@ -61,7 +61,10 @@ def transformers_config(config: dict[str, Any], *, model: str, trust_remote_code
     from huggingface_hub.errors import StrictDataclassError  # transformers 5's configs are strict dataclasses
 
     try:
-        return CONFIG_MAPPING[model_type].from_dict(dict(config))
+        # config.json holds non-finite floats as {"__float__": "Infinity"} (Mamba2's and Falcon-H1's
+        # time_step_limit): decoded as transformers' own reader does (PreTrainedConfig._dict_from_json_file)
+        decoded = transformers.PreTrainedConfig._decode_special_floats(dict(config))
+        return CONFIG_MAPPING[model_type].from_dict(decoded)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError, RecursionError, StrictDataclassError) as exc:
         raise MalformedConfigError(f"The config of {model} could not be read as a {model_type} config: {exc}") from None
 

@@ -97,6 +97,9 @@ class Component(_Choice):
     TEMPORARIES = "temporaries"
     KV_CACHE = "kv_cache"
     INPUTS = "inputs"
+    # fixed-size per-sequence state of SSM / linear-attention layers (transformers' LinearAttentionLayer)
+    CONV_STATE = "conv_state"  # conv_states: the last conv_kernel inputs of the causal convolution
+    SSM_STATE = "ssm_state"  # recurrent_states: the SSM (Mamba) or delta-rule (gated DeltaNet) state
 
 
 class Strategy(_Choice):

@@ -142,12 +142,16 @@ def prefill_kwargs(model: nn.Module) -> dict[str, Any]:
     computing the whole logit matrix")."""
     from transformers import DynamicCache, EncoderDecoderCache
 
+    from estimator.peak.caches import cache_argument
+
     config: Any = model.config
     kwargs: dict[str, Any] = {"use_cache": True}
     if config.is_encoder_decoder:
         kwargs["past_key_values"] = EncoderDecoderCache(DynamicCache(), DynamicCache())
     else:
-        kwargs["past_key_values"] = DynamicCache(config=config.get_text_config(decoder=True))
+        # under generate's keyword for it (Mamba-named models: cache_params); hybrid configs get their
+        # linear-attention layers from layer_types (transformers' get_layer_types_and_kwargs)
+        kwargs[cache_argument(model)] = DynamicCache(config=config.get_text_config(decoder=True))
     if _accepts(model, "logits_to_keep"):
         kwargs["logits_to_keep"] = 1
     return kwargs
