@@ -33,7 +33,8 @@ def estimate(
     timeout: float = hub.DEFAULT_TIMEOUT_S, bnb_compute_dtype: str | None = None, gpu_memory: Any = None, ctx: Any = None,
     cache_type: Any = "f16", cache_type_v: Any = None, flash_attn: Any = "auto", n_gpu_layers: Any = None, gguf_file: str | None = None,
     gpu_memory_utilization: Any = 0.9, max_model_len: Any = None, max_num_seqs: Any = None, max_num_batched_tokens: Any = None,
-    kv_cache_dtype: str = "auto", block_size: Any = 16,
+    kv_cache_dtype: str = "auto", block_size: Any = 16, tensor_parallel_size: Any = 1, pipeline_parallel_size: Any = 1,
+    quantization: str | None = None, vllm_version: str | None = None,
     gpus: Any = 1, nodes: Any = 1, strategy: str | None = None, offload: str = "none",
 ) -> Estimate:
     """Estimate the memory ``model`` needs, per dtype. See ``docs/CONTRACT.md`` for every field.
@@ -56,7 +57,9 @@ def estimate(
     between that GPU and the CPU; for other repos these options are refused (docs/gguf.md).
 
     ``mode="serving"`` plans a vLLM server on one GPU (``gpu`` or ``gpu_memory``, e.g. ``"24GiB"``),
-    with vLLM's options of the same names (docs/serving.md).
+    with vLLM's options of the same names (docs/serving.md); ``tensor_parallel_size`` and
+    ``pipeline_parallel_size`` make it per rank of that many such GPUs, ``vllm_version`` picks whose
+    accounting it follows.
 
     ``gpus`` (per node), ``nodes``, ``strategy`` (ddp, zero1, zero2, zero3, fsdp for training; tp
     for inference) and ``offload`` (ZeRO: none, optimizer, optimizer+params) make the figures per
@@ -70,6 +73,8 @@ def estimate(
         cache_type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers, gguf_file=gguf_file,
         gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
+        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, quantization=quantization,
+        vllm_version=vllm_version,
         gpus=gpus, nodes=nodes, strategy=strategy, offload=offload,
     )
     target_gpu(options)  # an unknown GPU or a malformed capacity is refused before any work

@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="tokens per step, the profile run's size (default: vLLM's, 8192 on GPUs of 70 GiB or more but A100, else 2048)")
     serving.add_argument("--kv-cache-dtype", default="auto", help="auto (the model's dtype) or fp8 (default: auto)")
     serving.add_argument("--block-size", default=16, help="tokens per KV-cache block (default: 16)")
+    serving.add_argument("--tensor-parallel-size", default=1, help="vLLM's tensor parallel size: the plan is per rank (default: 1)")
+    serving.add_argument("--pipeline-parallel-size", default=1,
+                         help="vLLM's pipeline parallel size: a plan per stage, the cache sized from the smallest (default: 1)")
+    serving.add_argument("--quantization", default=None, help="none or fp8: vLLM's --quantization of a 16-bit checkpoint "
+                         "(a checkpoint's own quantization_config is read from it) (default: none)")
+    serving.add_argument("--vllm-version", default=None, help="the vLLM version whose start-up accounting to follow (default: 0.19)")
     parser.add_argument("--gpus", default=1, help="GPUs per node (default: 1); more than 1 needs --strategy")
     parser.add_argument("--nodes", default=1, help="nodes (default: 1)")
     parser.add_argument("--strategy", default=None, help="ddp, zero1, zero2, zero3, fsdp (training) or tp (inference): figures per GPU")
@@ -102,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             flash_attn=args.flash_attn, n_gpu_layers=args.n_gpu_layers, gguf_file=args.gguf_file,
             gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens, kv_cache_dtype=args.kv_cache_dtype, block_size=args.block_size,
+            tensor_parallel_size=args.tensor_parallel_size, pipeline_parallel_size=args.pipeline_parallel_size,
+            quantization=args.quantization, vllm_version=args.vllm_version,
             gpus=args.gpus, nodes=args.nodes, strategy=args.strategy, offload=args.offload,
         )
         text = render(result, output_format)

@@ -37,8 +37,13 @@ def test_plan_adds_up(plan_24g: Any) -> None:
     assert row.method == "simulated"
     assert s["capacity_bytes"] == 24 * GiB
     assert s["requested_bytes"] == int(24 * GiB * 0.9)
-    assert s["weights_bytes"] == row.total_bytes  # the loaded model
-    assert s["available_kv_cache_bytes"] == s["requested_bytes"] - s["weights_bytes"] - s["profile_peak_bytes"]
+    # the parameters (8,030,261,248 in bf16; the row also counts transformers' 512 bytes of inv_freq buffers, which vLLM
+    # has not) and vLLM's rotary cos_sin_cache (131,072 positions x 128 x 2 bytes, one shared by the layers)
+    assert row.total_bytes == 8_030_261_248 * 2 + 512
+    assert s["weights_bytes"] == 8_030_261_248 * 2 + 131072 * 128 * 2
+    assert s["non_torch_bytes"] == int(0.25 * GiB)  # vLLM 0.19's log on one GPU (estimator.serving.versions)
+    assert s["available_kv_cache_bytes"] == s["requested_bytes"] - s["weights_bytes"] - s["profile_peak_bytes"] - s["non_torch_bytes"]
+    assert s["vllm_version"] == "0.19" and (s["tensor_parallel_size"], s["pipeline_parallel_size"]) == (1, 1)
     assert s["kv_bytes_per_token"] == PER_TOKEN
     tokens = s["available_kv_cache_bytes"] // PER_TOKEN
     assert s["kv_cache_tokens"] == tokens - tokens % 16

@@ -45,7 +45,9 @@ from estimator.options.vocab import (
     Offload,
     Optimizer,
     OutputFormat,
+    ServingQuantization,
     Strategy,
+    VLLMVersion,
     parse_bnb_compute_dtype,
     parse_cache_type,
     parse_dtypes,
@@ -57,6 +59,6 @@ from estimator.options.vocab import (
 __all__ = [
     "BNB_COMPUTE_DTYPES", "CACHE_TYPES", "DEFAULT_DTYPES", "DEFAULT_SEQ_LEN", "Component", "DType", "Device", "FlashAttn", "GGUFSpec",
     "HardwareSpec", "InputShape", "KVCacheDType", "Library", "LoadSpec", "Mode", "Offload", "Optimizer", "Options", "OutputFormat",
-    "ParallelSpec", "ServingSpec", "Strategy", "TrainingSpec", "WorkSpec", "check_supported", "parse_bnb_compute_dtype",
+    "ParallelSpec", "ServingQuantization", "ServingSpec", "Strategy", "TrainingSpec", "VLLMVersion", "WorkSpec", "check_supported", "parse_bnb_compute_dtype",
     "parse_cache_type", "parse_dtypes", "parse_fraction", "parse_options", "positive_int", "seconds",
 ]

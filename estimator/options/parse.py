@@ -25,7 +25,9 @@ from estimator.options.vocab import (
     Mode,
     Offload,
     Optimizer,
+    ServingQuantization,
     Strategy,
+    VLLMVersion,
     parse_bnb_compute_dtype,
     parse_cache_type,
     parse_dtypes,
@@ -55,7 +57,9 @@ def parse_options(
     trust_remote_code: bool = False, bnb_compute_dtype: object = None, gpu_memory: object = None, ctx: object = None,
     cache_type: object = "f16", cache_type_v: object = None, flash_attn: object = "auto", n_gpu_layers: object = None,
     gguf_file: object = None, gpu_memory_utilization: object = 0.9, max_model_len: object = None, max_num_seqs: object = None,
-    max_num_batched_tokens: object = None, kv_cache_dtype: object = "auto", block_size: object = 16, gpus: object = 1,
+    max_num_batched_tokens: object = None, kv_cache_dtype: object = "auto", block_size: object = 16,
+    tensor_parallel_size: object = 1, pipeline_parallel_size: object = 1, quantization: object = None,
+    vllm_version: object = None, gpus: object = 1,
     nodes: object = 1, strategy: object = None, offload: object = "none",
 ) -> Options:
     """The keywords of :func:`estimator.estimate`, parsed into :class:`Options` and checked once."""
@@ -88,6 +92,11 @@ def parse_options(
                 max_num_batched_tokens=_optional_int(max_num_batched_tokens, option="max_num_batched_tokens", maximum=1 << 24),
                 kv_cache_dtype=KVCacheDType.parse(kv_cache_dtype, option="kv_cache_dtype"),
                 block_size=positive_int(block_size, option="block_size", maximum=1 << 12),
+                tensor_parallel_size=positive_int(tensor_parallel_size, option="tensor_parallel_size", maximum=1 << 10),
+                pipeline_parallel_size=positive_int(pipeline_parallel_size, option="pipeline_parallel_size", maximum=1 << 10),
+                quantization=ServingQuantization.parse(quantization if quantization not in (None, "") else "none",
+                                                       option="quantization"),
+                vllm_version=VLLMVersion.parse_version(vllm_version if vllm_version not in (None, "") else VLLMVersion.V0_19.value),
             ),
         ),
         hardware=HardwareSpec(device=Device.parse(device, option="device"), gpu=str(gpu).strip() or None if gpu else None,
@@ -134,6 +143,12 @@ def check_supported(options: Options) -> None:
     if options.mode is Mode.SERVING and hardware.gpu is None and hardware.gpu_memory is None:
         raise BadOptionError([Option("mode"), " serving plans a server on one GPU: name it with ", Option("gpu"),
                               " (e.g. H100-80GB) or give its memory with ", Option("gpu_memory"), " (e.g. 24GiB)."])
+    serving = options.work.serving
+    if options.mode is not Mode.SERVING and (serving.tensor_parallel_size > 1 or serving.pipeline_parallel_size > 1
+                                             or serving.quantization is not ServingQuantization.NONE):
+        raise BadOptionError([Option("tensor_parallel_size"), ", ", Option("pipeline_parallel_size"), " and ", Option("quantization"),
+                              " are vLLM's and shape ", Option("mode"), " serving only; for inference on several GPUs use ",
+                              Option("gpus"), " with ", Option("strategy"), " tp."], option="tensor_parallel_size")
     _check_parallel(options)
     training = options.work.training
     if training.lora_targets is not None and training.lora_rank is None:

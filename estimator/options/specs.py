@@ -15,7 +15,9 @@ from estimator.options.vocab import (
     Mode,
     Offload,
     Optimizer,
+    ServingQuantization,
     Strategy,
+    VLLMVersion,
 )
 
 DEFAULT_SEQ_LEN = 512  # tokens, when a text model's workload gives no seq_len
@@ -70,6 +72,10 @@ class ServingSpec:
     max_num_batched_tokens: int | None = None
     kv_cache_dtype: KVCacheDType = KVCacheDType.AUTO
     block_size: int = 16
+    tensor_parallel_size: int = 1  # vLLM's --tensor-parallel-size: the plan is per rank
+    pipeline_parallel_size: int = 1  # vLLM's --pipeline-parallel-size: per stage, the cache sized from the smallest
+    quantization: ServingQuantization = ServingQuantization.NONE  # vLLM's --quantization of a 16-bit checkpoint
+    vllm_version: VLLMVersion = VLLMVersion.V0_19  # whose accounting the plan follows
 
 
 @dataclass(frozen=True)
@@ -173,7 +179,9 @@ class Options:
             serving = work.serving
             shaped.update(gpu_memory_utilization=serving.gpu_memory_utilization, max_model_len=serving.max_model_len,
                           max_num_seqs=serving.max_num_seqs, max_num_batched_tokens=serving.max_num_batched_tokens,
-                          kv_cache_dtype=serving.kv_cache_dtype.value, block_size=serving.block_size)
+                          kv_cache_dtype=serving.kv_cache_dtype.value, block_size=serving.block_size,
+                          tensor_parallel_size=serving.tensor_parallel_size, pipeline_parallel_size=serving.pipeline_parallel_size,
+                          quantization=serving.quantization.value, vllm_version=serving.vllm_version.value)
         elif work.mode is not Mode.LOAD:
             shaped.update(batch_size=shape.batch_size, seq_len=shape.text_len, image_size=shape.image_size, device=self.hardware.device.value)
         if work.mode is Mode.INFERENCE:

@@ -67,6 +67,26 @@ class KVCacheDType(_Choice):
     FP8 = "fp8"
 
 
+class VLLMVersion(_Choice):
+    """The vLLM version whose start-up accounting a serving plan follows (``--vllm-version``; only the minor
+    version changes it: ``0.19.1`` is ``0.19``). The rules of each are in ``estimator/serving/versions.py``."""
+
+    V0_19 = "0.19"
+
+    @classmethod
+    def parse_version(cls, value: object, *, option: str = "vllm_version") -> VLLMVersion:
+        text = str(value).strip().lower().removeprefix("v")
+        return cls.parse(".".join(text.split(".")[:2]) if text.count(".") >= 1 else text, option=option)
+
+
+class ServingQuantization(_Choice):
+    """vLLM's ``--quantization`` for a 16-bit checkpoint: none, or fp8 quantized while loading (a checkpoint's own
+    ``quantization_config`` is read from it, not from this option)."""
+
+    NONE = "none"
+    FP8 = "fp8"
+
+
 class Device(_Choice):
     CUDA = "cuda"
     CPU = "cpu"

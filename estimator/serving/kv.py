@@ -80,8 +80,11 @@ def _head_dim(config: Any) -> int:
     return hidden // heads
 
 
-def kv_layout(config: Any, *, dtype_bytes: int) -> KVLayout:
-    """The per-layer KV cache of the decoder of ``config`` (a transformers ``PreTrainedConfig``)."""
+def kv_layout(config: Any, *, dtype_bytes: int, layers: range | None = None, tp: int = 1) -> KVLayout:
+    """The per-layer KV cache of the decoder of ``config`` (a transformers ``PreTrainedConfig``).
+
+    ``layers``: only those decoder layers (a pipeline stage); ``tp``: one tensor-parallel rank's share
+    (vLLM splits the KV heads over the ranks, each keeping at least one; an MLA latent is not split)."""
     from transformers.cache_utils import get_layer_types_and_kwargs
 
     text = config.get_text_config(decoder=True)
@@ -94,18 +97,19 @@ def kv_layout(config: Any, *, dtype_bytes: int) -> KVLayout:
         kv_heads = _int(text, "num_key_value_heads") or heads
         if not kv_heads:
             raise UnsupportedError(f"{type(text).__name__} names no attention heads: its KV cache cannot be sized.")
-        per_token = 2 * kv_heads * _head_dim(text) * dtype_bytes
-    layers = []
-    for layer_type, kwargs in zip(layer_types, layer_kwargs, strict=True):
-        if layer_type in _NO_KV:
+        per_token = 2 * max(kv_heads // tp, 1) * _head_dim(text) * dtype_bytes
+    kept = layers
+    found: list[KVLayer] = []
+    for index, (layer_type, kwargs) in enumerate(zip(layer_types, layer_kwargs, strict=True)):
+        if layer_type in _NO_KV or (kept is not None and index not in kept):
             continue
         if layer_type in _SLIDING:
-            layers.append(KVLayer("sliding", per_token, int(kwargs["sliding_window"])))
+            found.append(KVLayer("sliding", per_token, int(kwargs["sliding_window"])))
         elif layer_type in _FULL:
-            layers.append(KVLayer("mla" if is_mla else "full", per_token))
+            found.append(KVLayer("mla" if is_mla else "full", per_token))
         else:
             raise UnsupportedError(
                 f"{type(text).__name__} has {layer_type!r} layers (a recurrent or compressed state, not a per-token KV "
                 "cache); their cache is not sized yet."
             )
-    return KVLayout(tuple(layers), dtype_bytes)
+    return KVLayout(tuple(found), dtype_bytes)

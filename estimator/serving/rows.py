@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.options import DType, KVCacheDType, Library
@@ -22,7 +22,8 @@ from estimator.source.stored import ROW_ITEMSIZE  # the bytes of a float row's v
 
 if TYPE_CHECKING:
     from estimator.fit.gpus import GPU
-    from estimator.options import LoadSpec, WorkSpec
+    from estimator.options import LoadSpec, ServingSpec, WorkSpec
+    from estimator.serving.activations import ProfileEstimate
     from estimator.serving.plan import ServingPlan
     from estimator.source.resolve import Resolved
 
@@ -33,10 +34,8 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
     what the driver reports, vLLM's ``total_memory``; ``--gpu-memory`` makes one of the size given)."""
     from estimator.load.rows import build, built_rows
     from estimator.peak.inputs import ModelKind, detect_kind
-    from estimator.peak.rows import simulation_lock
-    from estimator.serving.kv import kv_layout
-    from estimator.serving.plan import batch_defaults, plan
-    from estimator.serving.profile import profile_run
+    from estimator.serving.plan import batch_defaults
+    from estimator.serving.ranks import stage_plans
 
     if resolved.library is not Library.TRANSFORMERS:
         raise UnsupportedError([Option("mode"), f" serving plans transformers decoders; {resolved.name} is a "
@@ -75,46 +74,75 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
             raise BadOptionError([Option("max_model_len"), f" {max_model_len:,} is more than {resolved.name}'s "
                                   f"{field} ({limit:,}); vLLM refuses it too."], model_id=resolved.name)
         kv_bytes = 1 if serving.kv_cache_dtype is KVCacheDType.FP8 else ROW_ITEMSIZE[dtype]
-        layout = kv_layout(config, dtype_bytes=kv_bytes)
         try:
-            with simulation_lock():
-                profile = profile_run(model, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
-        except Exception as exc:  # the model's code could not run on fake tensors: no plan, said why
-            logger.warning("profile run failed for %s: %s", resolved.name, exc, exc_info=True)
-            rows.append(replace(load_row, notes=(*load_row.notes, f"{dtype.value}: vLLM's profile run could not be simulated "
-                                                  f"({type(exc).__name__}: {exc}); no serving plan, peak_bytes is null")))
+            stages = stage_plans(model, config, dtype, kv_bytes, serving, capacity, max_model_len=max_model_len,
+                                  max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+        except UnsupportedError as exc:  # an architecture whose layers are not read: no plan, said why
+            rows.append(replace(load_row, notes=(*load_row.notes, f"{dtype.value}: no serving plan ({exc}); peak_bytes is null")))
             continue
-        result = plan(layout, capacity_bytes=capacity, weights_bytes=profile.weights_bytes, profile_peak_bytes=profile.above_weights,
-                      max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                      gpu_memory_utilization=serving.gpu_memory_utilization, block_size=serving.block_size)
-        components = {"weights": profile.weights_bytes, "activations": profile.above_weights, "kv_cache": result.blocks.cache_bytes}
+        limiting = min(range(len(stages)), key=lambda s: stages[s][0].blocks.num_blocks)
+        result, profile = stages[limiting]
+        components = {"weights": result.weights_bytes, "activations": result.profile_peak_bytes,
+                      "kv_cache": result.blocks.cache_bytes}
+        served = result.to_dict()
+        served.update(tensor_parallel_size=serving.tensor_parallel_size, pipeline_parallel_size=serving.pipeline_parallel_size,
+                      vllm_version=serving.vllm_version.value, quantization=_quant_name(config, serving),
+                      limiting_stage=limiting, profile_phase=profile.phase,
+                      ranks=[_rank_dict(stage, plan_s, prof) for stage, (plan_s, prof) in enumerate(stages)])
         rows.append(replace(
             load_row,
             peak_bytes=sum(components.values()),
             components=components,
             method="simulated",
-            serving=result.to_dict(),
-            notes=(*load_row.notes, *_notes(result, gpu_name, serving.kv_cache_dtype), *profile.notes, *result.notes),
+            serving=served,
+            notes=(*load_row.notes, *_notes(result, gpu_name, serving.kv_cache_dtype, profile, serving, limiting), *result.notes),
         ))
     return tuple(rows)
 
 
-def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType) -> tuple[str, ...]:
+def _quant_name(config: Any, serving: ServingSpec) -> str:
+    qc = getattr(config, "quantization_config", None)
+    if qc is not None:
+        method = qc.get("quant_method") if isinstance(qc, dict) else getattr(qc, "quant_method", None)
+        return str(getattr(method, "value", method))
+    return serving.quantization.value
+
+
+def _rank_dict(stage: int, p: ServingPlan, prof: ProfileEstimate) -> dict[str, Any]:
+    return {"stage": stage, "weights_bytes": p.weights_bytes, "profile_peak_bytes": p.profile_peak_bytes,
+            "non_torch_bytes": p.non_torch_bytes, "available_kv_cache_bytes": p.available_kv_bytes,
+            "num_blocks": p.blocks.num_blocks, "forward_bytes": prof.forward_bytes, "sampler_bytes": prof.sampler_bytes,
+            "kept_bytes": dict(prof.kept_bytes)}
+
+
+def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType, prof: ProfileEstimate, serving: ServingSpec,
+           limiting: int) -> tuple[str, ...]:
     b = p.blocks
     gpu = f"{gpu_name} " if gpu_name else ""
+    tp, pp = serving.tensor_parallel_size, serving.pipeline_parallel_size
+    where = ""
+    if tp > 1 or pp > 1:
+        where = (f"per rank of tensor_parallel_size {tp} x pipeline_parallel_size {pp}"
+                 + (f"; pipeline stage {limiting} holds the fewest blocks, and vLLM sizes every stage's cache by it" if pp > 1 else "")
+                 + " (serving.ranks has each stage): ")
+    kept = ", ".join(f"{k} {v:,}" for k, v in prof.kept_bytes.items())
     return (
-        f"serving (vLLM V1): {gpu}{p.capacity_bytes:,} bytes x gpu_memory_utilization {p.gpu_memory_utilization:g} = "
-        f"{p.requested_bytes:,} bytes for vLLM",
+        f"serving (vLLM {serving.vllm_version.value}): {where}{gpu}{p.capacity_bytes:,} bytes x gpu_memory_utilization "
+        f"{p.gpu_memory_utilization:g} = {p.requested_bytes:,} bytes for vLLM",
         f"KV cache budget: {p.requested_bytes:,} - weights {p.weights_bytes:,} - profile-run peak {p.profile_peak_bytes:,} "
-        f"- CUDA graphs {p.cuda_graph_bytes:,} - non-torch {p.non_torch_bytes:,} = {p.available_kv_bytes:,} bytes "
-        "(CUDA graphs: vLLM captures them after allocating the KV cache, in the other "
-        f"{1 - p.gpu_memory_utilization:.0%}, unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; non-torch memory "
-        "(NCCL, driver allocations during the profile run) is not measured here)",
+        f"- non-torch {p.non_torch_bytes:,} = {p.available_kv_bytes:,} bytes (CUDA graphs are captured after the KV cache "
+        f"is allocated, in the other {1 - p.gpu_memory_utilization:.0%}, unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)",
+        f"profile run (vLLM's profile_run, its kernels per layer): {p.max_num_batched_tokens:,} tokens in "
+        f"{min(p.max_num_seqs, p.max_num_batched_tokens):,} requests; busiest decoder layer {prof.forward_bytes:,} bytes, "
+        f"sampler phase {prof.sampler_bytes:,} bytes, kept {kept}: peak above the weights {p.profile_peak_bytes:,} "
+        f"(the {prof.phase} phase)",
+        f"non-torch memory {p.non_torch_bytes:,} bytes per rank: what vLLM {serving.vllm_version.value} logs on an H100 "
+        "(CUDA context growth, cuBLAS, NCCL buffers under tensor parallelism; docs/serving.md)",
         f"KV cache ({kv_dtype.value}, {p.kv_bytes_per_token:,} bytes per token): {b.num_blocks:,} blocks of {b.block_size} tokens "
         f"({b.page_bytes * b.group_size:,} bytes each, {len(b.groups)} group(s) of {b.group_size} layers), "
         f"{b.cache_bytes:,} bytes; {b.tokens:,} tokens",
         f"maximum concurrency for {b.max_model_len:,} tokens per request: {b.max_concurrency:.2f}x "
         f"({b.blocks_per_request:,} blocks per request); max_num_seqs {p.max_num_seqs:,}, max_num_batched_tokens "
         f"{p.max_num_batched_tokens:,}",
-        "not in peak_bytes: the CUDA context, allocator rounding and CUDA graphs (outside vLLM's share)",
+        "not in peak_bytes: the CUDA context, non-torch memory, allocator rounding and CUDA graphs (outside vLLM's share)",
     )

@@ -43,12 +43,24 @@ class ModelShape:
     kv_lora_rank: int | None  # multi-head latent attention
 
 
+def _is_proj(module: nn.Module) -> bool:
+    """A projection: ``nn.Linear``, or transformers' ``Conv1D`` (GPT-2's, its weight stored in x out)."""
+    return isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D"
+
+
+def _dims(module: nn.Module) -> tuple[int, int]:
+    """``(in, out)`` of a projection."""
+    weight: Any = module.weight
+    if isinstance(module, nn.Linear):
+        return int(module.in_features), int(module.out_features)
+    return int(weight.shape[0]), int(weight.shape[1])
+
+
 def _linear_out(module: nn.Module, names: tuple[str, ...]) -> int | None:
     for name in names:
         sub = getattr(module, name, None)
-        weight = getattr(sub, "weight", None)
-        if weight is not None and weight.dim() == 2:
-            return int(weight.shape[0])
+        if sub is not None and _is_proj(sub):
+            return _dims(sub)[1]
     return None
 
 
@@ -60,21 +72,20 @@ def _dense(mlp: nn.Module) -> tuple[int, bool]:
     if merged is not None:
         return merged // 2, True
     for child in mlp.modules():  # fc1 / c_fc / dense_h_to_4h / w1: the first projection
-        weight = getattr(child, "weight", None)
-        if isinstance(child, nn.Linear) and weight is not None:
-            return int(weight.shape[0]), False
+        if _is_proj(child):
+            return _dims(child)[1], False
     raise UnsupportedError(f"{type(mlp).__name__}: no projection found to size its activations.")
 
 
 def _attn_out(attn: nn.Module) -> int:
-    linears = [m for m in attn.modules() if isinstance(m, nn.Linear)]
-    if not linears:
+    projections = [m for m in attn.modules() if _is_proj(m)]
+    if not projections:
         raise UnsupportedError(f"{type(attn).__name__}: no projection found to size its output.")
     for name in ("o_proj", "dense", "out_proj", "c_proj", "wo"):
         sub = getattr(attn, name, None)
-        if isinstance(sub, nn.Linear):
-            return int(sub.in_features)
-    return int(linears[-1].in_features)
+        if sub is not None and _is_proj(sub):
+            return _dims(sub)[0]
+    return _dims(projections[-1])[0]
 
 
 def _children(layer: nn.Module) -> tuple[nn.Module, nn.Module]:
@@ -115,7 +126,7 @@ def _decoder_layers(model: nn.Module) -> nn.ModuleList:
     best: nn.ModuleList | None = None
     for _, module in model.named_modules():
         if (isinstance(module, nn.ModuleList) and len(module) and (best is None or len(module) > len(best))
-                and any(isinstance(m, nn.Linear) for m in module[0].modules())):
+                and any(_is_proj(m) for m in module[0].modules())):
             best = module
     if best is None:
         raise UnsupportedError(f"{type(model).__name__}: no stack of decoder layers found.")

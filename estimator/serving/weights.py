@@ -35,6 +35,9 @@ __all__ = ["Quant", "pp_layers", "quant_of", "rank_weights"]
 
 _LAYER = re.compile(r"\.(?:layers|h|blocks|block|decoder_layers)\.(\d+)\.")
 _ROUTER = re.compile(r"(?:\.mlp\.gate|\.router|shared_expert_gate|\.gate)\.(?:weight|bias|e_score_correction_bias)$")
+# vLLM's ReplicatedLinear: MoE routers, and MLA's low-rank down projections (DeepseekV2MLAAttention's q_a_proj and
+# kv_a_proj_with_mqa, fused as fused_qkv_a_proj)
+_REPLICATED = re.compile(r"(?:q_a_proj|kv_a_proj_with_mqa)\.(?:weight|bias)$")
 _ROW_BIAS = re.compile(r"(?:o_proj|dense|down_proj|fc2|c_proj|out_proj|wo)\.bias$")
 _EMBED = re.compile(r"(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings)\.weight$")
 _HEAD = re.compile(r"(?:^|\.)(?:lm_head|embed_out|output)\.weight$")
@@ -107,6 +110,9 @@ def pp_layers(num_layers: int, pp: int) -> list[range]:
 
 
 def _rope_bytes(text: Any, act_bytes: int) -> int:
+    if not any(getattr(text, key, None) is not None for key in ("rope_parameters", "rope_theta", "rope_scaling", "rotary_dim",
+                                                                "rotary_emb_base", "qk_rope_head_dim")):
+        return 0  # learned or no position embeddings (GPT-2, OPT, Bloom's ALiBi): no cos_sin_cache
     if getattr(text, "kv_lora_rank", None):
         rot = int(getattr(text, "qk_rope_head_dim", 0) or 0)
     else:
@@ -148,7 +154,8 @@ def rank_weights(model: nn.Module, *, act_bytes: int, quant: Quant, tp: int = 1,
             totals[-1 if ("norm" in name or "lm_head" in name) else 0] += numel * act_bytes
             continue
         stage = stage_of.get(int(match.group(1)), 0)
-        replicated = param.dim() == 1 and not name.endswith("bias") or _ROUTER.search(name) or _ROW_BIAS.search(name)
+        replicated = (param.dim() == 1 and not name.endswith("bias") or _ROUTER.search(name) or _ROW_BIAS.search(name)
+                      or _REPLICATED.search(name))
         stored = numel * act_bytes if param.dim() == 1 or _ROUTER.search(name) else quant.bytes_of(name, numel, shape, act_bytes)
         if not replicated:
             stored /= tp

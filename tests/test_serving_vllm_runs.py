@@ -1,0 +1,71 @@
+"""Every real vLLM 0.19 start-up in tests/data/vllm_runs replayed through the serving planner, rank by rank.
+
+The runs (37 starts of 7 models on H100 80GB, from llm-d-planner's public accuracy sweep; the folder's
+README says what each field is) are what vLLM printed: the planner gets only each run's settings and the
+model's config.json. Every run that sized its KV cache is checked:
+
+- available KV cache and the KV cache in tokens within 2% of vLLM's, on every rank that printed them
+  (pipeline stages: each stage's own budget, the tokens from the stage with the fewest blocks);
+- the profile run's torch peak increase within 10%, except where our model says the first stage's forward
+  decides it (float32 on one GPU, pipeline stage 0): there vLLM's peak is ~20% above ours, a gap
+  docs/serving.md states and this test holds to 25%;
+- the non-torch increase within 0.1 GiB;
+- the weights ("Model loading took") within 1%; MXFP4 checkpoints (gpt-oss) are 6% (one GPU) to 11% (TP4)
+  under vLLM's figure, a gap of ~0.3 GiB per rank plus ~0.5 GiB / tp that the packed MXFP4 bytes (4 bits and
+  one E8M0 scale per 32 values, vLLM's ``Mxfp4MoEMethod`` shapes) do not explain (docs/serving.md): held to 12%.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from testkit.vllm_runs import Replay, replay, runs, sized_runs
+
+SIZED = {r["run_id"]: r for r in sized_runs()}
+
+
+@pytest.fixture(scope="module")
+def replays() -> dict[str, Replay]:
+    return {run_id: replay(run) for run_id, run in SIZED.items()}
+
+
+def _rel(ours: float, theirs: float) -> float:
+    return abs(ours / theirs - 1)
+
+
+def test_every_run_is_replayed(replays: dict[str, Replay]) -> None:
+    everything = runs()
+    assert len(everything) == 37 and len({r["model_id"] for r in everything}) == 7
+    unsized = [r for r in everything if r["run_id"] not in SIZED]
+    assert all(r["status"] == "failed_before_kv_cache_sizing" for r in unsized)  # nothing sized is left out
+    assert set(replays) == set(SIZED) and len(replays) == 34
+
+
+@pytest.mark.parametrize("run_id", sorted(SIZED))
+def test_kv_cache_within_two_percent(replays: dict[str, Replay], run_id: str) -> None:
+    rp = replays[run_id]
+    assert _rel(rp.tokens_ours, rp.tokens_vllm) <= 0.02, (rp.tokens_ours, rp.tokens_vllm)
+    for name, vllm, ours in rp.ranks:
+        if vllm.available is not None:
+            assert ours.available is not None and _rel(ours.available, vllm.available) <= 0.02, (name, ours.available, vllm.available)
+
+
+@pytest.mark.parametrize("run_id", sorted(SIZED))
+def test_profile_peak_and_non_torch(replays: dict[str, Replay], run_id: str) -> None:
+    rp = replays[run_id]
+    for (name, vllm, ours), phase in zip(rp.ranks, rp.phases, strict=True):
+        if vllm.peak is not None:
+            first_stage_forward = phase == "forward" and name in ("rank 0", "PP stage 0")
+            bound = 0.25 if first_stage_forward else 0.10
+            assert ours.peak is not None and _rel(ours.peak, vllm.peak) <= bound, (name, phase, ours.peak, vllm.peak)
+        if vllm.non_torch is not None:
+            assert ours.non_torch is not None and abs(ours.non_torch - vllm.non_torch) <= 0.1, (name, ours.non_torch, vllm.non_torch)
+
+
+@pytest.mark.parametrize("run_id", sorted(SIZED))
+def test_weights_as_vllm_loads_them(replays: dict[str, Replay], run_id: str) -> None:
+    rp = replays[run_id]
+    bound = 0.12 if "gpt-oss" in rp.run["model_id"] else 0.01  # the MXFP4 gap stated above
+    for name, vllm, ours in rp.ranks:
+        if vllm.weights is not None:
+            assert ours.weights is not None and _rel(ours.weights, vllm.weights) <= bound, (name, ours.weights, vllm.weights)
