@@ -28,11 +28,22 @@ def _fake_like(t: torch.Tensor, fake_mode: FakeTensorMode, device: str) -> torch
         return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
 
 
+def _unmade(t: torch.Tensor) -> bool:
+    """A parameter or buffer still to be made fake: on meta, or a real CPU tensor that the modeling
+    code made outside the meta device (DiffLlama's ``nn.Parameter(torch.normal(0, std, size=...))``:
+    ``torch.normal`` with float mean and std ignores the device context), which a fake forward
+    could not mix with fakes and whose bytes the tracker would not see."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return t.is_meta or (not isinstance(t, FakeTensor) and t.device.type == "cpu")
+
+
 def materialize(model: nn.Module, fake_mode: FakeTensorMode, device: str = "cpu") -> nn.Module:
     """Replace the model's meta tensors by fake tensors on ``device`` (CPU; or CUDA, which fake
     tensors can be without a GPU, for CUDA's own autocast), in place; return the model.
 
-    Parameters keep their ``requires_grad``. Tensors already on another device are left alone.
+    Parameters keep their ``requires_grad``. Parameters and buffers left on the CPU by the build
+    are made fake too; plain tensor attributes and tensors on another device are left alone.
     """
     memo: dict[int, torch.Tensor] = {}
 
@@ -47,10 +58,10 @@ def materialize(model: nn.Module, fake_mode: FakeTensorMode, device: str = "cpu"
 
     for module in model.modules():
         for name, p in list(module._parameters.items()):
-            if p is not None and p.is_meta:
+            if p is not None and _unmade(p):
                 module._parameters[name] = convert(p)  # type: ignore[assignment]  # a fake Parameter in place of the meta one; torch types the slot narrowly
         for name, b in list(module._buffers.items()):
-            if b is not None and b.is_meta:
+            if b is not None and _unmade(b):
                 module._buffers[name] = convert(b)
         for name, value in list(vars(module).items()):
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.is_meta:
