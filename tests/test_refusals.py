@@ -121,3 +121,24 @@ def test_per_stage_size_lists_are_read_not_refused(tmp_path: Path) -> None:
     assert estimate(str(folder(tmp_path, cvt)), dtypes=["float32"]).row("float32").total_bytes == storage_bytes(real)
     with pytest.raises(MalformedConfigError, match=r"embed_dim = \[16, 'big'\]; it must be a whole number \(or a list"):
         estimate(str(folder(tmp_path, {**cvt, "embed_dim": [16, "big"]})), dtypes=["float32"])
+
+
+def test_a_field_the_training_step_reads_and_the_config_lacks_is_named(tmp_path: Path) -> None:
+    """transformers 5's default T5 config has no decoder_start_token_id (T5's checkpoints state 0); a
+    training step shifts the labels right with it, so the real step fails: the field is named."""
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    t5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 64, "d_ff": 128, "d_kv": 16,
+          "num_layers": 1, "num_heads": 4, "vocab_size": 1000}
+    real = transformers.T5ForConditionalGeneration._from_config(CONFIG_MAPPING["t5"].from_dict(dict(t5)))
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    with pytest.raises(AttributeError, match="decoder_start_token_id"):
+        real(input_ids=ids, labels=ids)
+    with pytest.raises(MalformedConfigError, match="The config has no decoder_start_token_id, which T5ForConditionalGeneration's "
+                                                   "training step reads"):
+        estimate(str(folder(tmp_path, t5)), mode="training", dtypes=["float32"])
+    assert estimate(str(folder(tmp_path, t5)), mode="inference", dtypes=["float32"]).row("float32").method == "simulated"
+    fixed = {**t5, "decoder_start_token_id": 0}
+    assert estimate(str(folder(tmp_path, fixed)), mode="training", dtypes=["float32"]).row("float32").method == "simulated"

@@ -82,3 +82,18 @@ def check_runnable(model: Any, config: dict[str, Any], *, name: str) -> None:
         raise MalformedConfigError(
             f"The config of {name} cannot run: {where}, which adds up to {sum(section)}; the sections must add up to "
             f"head_dim / 2 = {half} (they split the rotary frequencies). Set mrope_section in rope_parameters.")
+
+
+def missing_field(exc: BaseException, model: Any, step: str) -> str | None:
+    """The line for a step that failed because the config lacks a field the modeling code reads
+    (``'T5Config' object has no attribute 'decoder_start_token_id'``: transformers 5's default T5
+    config has none, T5's checkpoints state 0, and a training step shifts the labels right with
+    it); ``None`` for any other failure."""
+    config = getattr(model, "config", None)
+    if not isinstance(exc, AttributeError) or config is None or getattr(exc, "obj", None) is not config:
+        return None
+    field = getattr(exc, "name", None)
+    if not isinstance(field, str):
+        return None
+    return (f"The config has no {field}, which {type(model).__name__}'s {step} reads (the real run fails the same way); "
+            f"add {field} to config.json.")

@@ -145,6 +145,7 @@ def simulate_peak(
     except LoraTargetsError:
         raise
     except Exception as exc:  # the model's code could not run on fake tensors
+        _refuse_config(exc, model, mode)
         logger.warning("simulation failed for %s: %s", type(model).__name__, exc, exc_info=True)
         comps = formula_components(model, mode, recipe.optimizer)
         note = (
@@ -153,6 +154,17 @@ def simulate_peak(
             + ", activations and temporaries not counted"
         )
         return PeakResult(sum(comps.values()), comps, "formula", (note,))
+
+
+def _refuse_config(exc: Exception, model: nn.Module, mode: Mode) -> None:
+    """A step that failed on the config, not on fake tensors (a field the modeling code reads is
+    missing) is refused with that field named, as the real run would fail."""
+    from estimator.build.rejections import missing_field
+    from estimator.errors import MalformedConfigError
+
+    line = missing_field(exc, model, "training step" if mode == "training" else "forward")
+    if line is not None:
+        raise MalformedConfigError(line) from None
 
 
 _LORA_COUNTS: dict[tuple[str, str, int, tuple[str, ...] | None], int] = {}  # the fit solver asks again per shape
