@@ -36,7 +36,7 @@ EXPERTS = 4
 EXPERTS_PER_TOKEN = 2
 IMAGE = 64
 PATCH = 16
-MAX_PARAMS = 60_000_000  # a small config above this is not small: the next, gentler level is not tried
+MAX_PARAMS = 100_000_000  # a small config above this is not small: the next, gentler level is not tried
 
 WIDTH_KEYS = {
     "hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "dim", "model_dim", "d_embed", "word_embed_proj_dim",
@@ -56,7 +56,7 @@ HEAD_KEYS = {"num_attention_heads", "n_head", "encoder_attention_heads", "decode
 KV_HEAD_KEYS = {"num_key_value_heads", "multi_query_group_num", "num_kv_heads"}
 HEAD_DIM_KEYS = {"head_dim", "d_kv", "v_head_dim", "qk_nope_head_dim", "linear_key_head_dim", "linear_value_head_dim", "dim_head"}
 FIXED = {
-    "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 8, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+    "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "rotary_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
     "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8, "n_group": 1, "topk_group": 1,
 }
 EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
@@ -66,21 +66,25 @@ PATCH_KEYS = {"patch_size"}
 TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids)$")
 
 
-def shrink(config: dict[str, Any], level: int = 1) -> dict[str, Any]:
+def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: bool = True) -> dict[str, Any]:
     """A small config from a default one (a ``to_dict()``), sub-configs (any dict value) too.
 
     Level 1 (tried first): every hidden width key -> 64; feed-forward sizes -> 128 (expert and
     shared-expert sizes -> 32); layer counts -> 2; attention heads -> 4, key/value heads -> 2
-    (1 where 2 does not divide the heads), head dims -> 16 (MLA ranks 32, rope part 8); vocab ->
+    (1 where 2 does not divide the heads), head dims -> 16 (MLA ranks 32, rope part and rotary_dim 16); vocab ->
     1024, with every token id at or above it moved to a distinct id at the top of the new vocab;
     experts -> 4, experts per token -> 2, expert groups -> 1; image size -> 64, patch size -> 16
     (where larger); lists of per-stage depths -> 1 each. Never raised, only lowered.
     Level 2: only layers, vocab and experts (widths, heads and image sizes kept).
     Level 3: only layers.
     At every level, lists as long as the old layer count are cut to the new one and ``layer_types``
-    is set to ``None`` so that the config recomputes it.
+    is set to ``None`` so that the config recomputes it (where the config cannot, as a second try,
+    ``recompute_layer_types=False``, it is cut like the other lists); a backbone's ``out_features``
+    and ``out_indices`` are set to ``None`` (the last stage); state-space widths follow the new
+    hidden size (``mamba_n_heads * mamba_d_head`` and Mamba2's ``num_heads * head_dim`` equal
+    ``expand * hidden_size``, groups 1).
     """
-    return _shrink(dict(config), level, _token_map(config) if level <= 2 else {})
+    return _shrink(dict(config), level, _token_map(config) if level <= 2 else {}, recompute_layer_types)
 
 
 def _token_map(config: dict[str, Any]) -> dict[int, int]:
@@ -105,7 +109,7 @@ def _lower(value: Any, target: int) -> Any:
     return min(value, target) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else value
 
 
-def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int]) -> dict[str, Any]:
+def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bool = True) -> dict[str, Any]:
     old_layers = next((d[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(d.get(k), int)), None)
     out: dict[str, Any] = {}
     for key, value in d.items():
@@ -113,7 +117,7 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int]) -> dict[str, 
             out[key] = value
             continue
         if isinstance(value, dict):
-            out[key] = _shrink(value, level, tokens)
+            out[key] = _shrink(value, level, tokens, recompute)
             continue
         if key in LAYER_KEYS:
             out[key] = _lower(value, LAYERS)
@@ -154,11 +158,30 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int]) -> dict[str, 
     new_layers = next((out[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(out.get(k), int)), None)
     if isinstance(old_layers, int) and isinstance(new_layers, int) and new_layers < old_layers:
         for key, value in list(out.items()):
-            if isinstance(value, list) and len(value) == old_layers and key != "layer_types":
+            if isinstance(value, list) and len(value) == old_layers and (key != "layer_types" or not recompute):
                 out[key] = value[:new_layers]
-    if "layer_types" in out:
+    if "layer_types" in out and recompute:
         out["layer_types"] = None
+    for key in ("out_features", "out_indices"):
+        if out.get(key) is not None:
+            out[key] = None
+    if level == 1:
+        _fit_ssm(out)
     return out
+
+
+def _fit_ssm(out: dict[str, Any]) -> None:
+    hidden = next((out[k] for k in ("hidden_size", "d_model") if isinstance(out.get(k), int)), None)
+    if hidden is None:
+        return
+    if "mamba_n_heads" in out and "mamba_d_head" in out:
+        inner = int((out.get("mamba_expand") or 2) * hidden)
+        out["mamba_d_head"], out["mamba_n_heads"] = HEAD_DIM, max(1, inner // HEAD_DIM)
+        if "mamba_n_groups" in out:
+            out["mamba_n_groups"] = 1
+    elif all(k in out for k in ("expand", "n_groups", "num_heads", "head_dim")) and isinstance(out["num_heads"], int):
+        out["head_dim"] = max(1, int(out["expand"] * hidden) // out["num_heads"])
+        out["n_groups"] = 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,9 +318,9 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
         default = CONFIG_MAPPING[model_type]().to_dict()
     except Exception as exc:  # noqa: BLE001 - a default config the library cannot make is a skip reason
         return None, name, None, None, f"default config: {type(exc).__name__}: {exc}"
-    reason = "?"
-    for level in (1, 2, 3):
-        small = shrink(default, level)
+    reasons: list[str] = []
+    for level, recompute in ((1, True), (1, False), (2, True), (2, False), (3, True), (3, False)):
+        small = shrink(default, level, recompute_layer_types=recompute)
         small["architectures"] = [name]
         try:
             hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
@@ -305,7 +328,7 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
                 meta = cls._from_config(hf_config, dtype=torch.float32)
             params = sum(p.numel() for p in meta.parameters())
             if params > MAX_PARAMS:
-                reason = f"level {level}: {params:,} parameters (more than {MAX_PARAMS:,})"
+                reasons.append(f"level {level}: {params:,} parameters (more than {MAX_PARAMS:,})")
                 continue
             if _fit_mrope(small, meta):  # the rotary sections follow the smaller head dim
                 hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
@@ -314,8 +337,9 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
             model = cls._from_config(hf_config, dtype=torch.float32)
             return small, name, model, level, None
         except Exception as exc:  # noqa: BLE001 - why this level does not build is the skip reason
-            reason = f"level {level}: {type(exc).__name__}: {str(exc)[:300]}"
-    return None, name, None, None, reason
+            reasons.append(f"level {level}: {type(exc).__name__}: {str(exc)[:200]}")
+    unique = list(dict.fromkeys(reasons))
+    return None, name, None, None, "; ".join(unique)
 
 
 def _fit_mrope(small: dict[str, Any], meta: Any) -> bool:
