@@ -13,6 +13,9 @@ belong to the runtime overhead). The work is testkit.peak_truth's: two AdamW ste
 
 Prints a Markdown table: truth, simulated, error; and each case's own CUDA allocator rounding
 (``max_memory_allocated`` counts blocks rounded up to 512 bytes, which the simulator does not model).
+
+``--smoke``: one tiny case (llama_gqa, inference); without a CUDA device it runs the simulation only and says
+that the truth was not measured.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 def measure_one(case_name: str, mode: str) -> dict[str, Any]:
     import torch
 
-    from estimator.peak import simulate_peak
     from estimator.peak.inputs import workload_for
     from testkit.peak_cases import CASES
     from testkit.peak_truth import _work
@@ -51,10 +53,19 @@ def measure_one(case_name: str, mode: str) -> dict[str, Any]:
         torch.cuda.synchronize()
     truth = torch.cuda.max_memory_allocated() - before
     del model, inputs
-    sim = simulate_peak(case.build_on("meta"), mode=mode, device="cuda",  # type: ignore[arg-type]
-                        batch_size=case.batch_size, seq_len=case.seq_len, image_size=case.image_size)
+    sim = simulate_one(case_name, mode)
     return {"case": case_name, "mode": mode, "truth": truth, "simulated": sim.peak_bytes, "method": sim.method,
             "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+
+
+def simulate_one(case_name: str, mode: str) -> Any:
+    """The simulated CUDA peak of ``case_name`` in ``mode`` (runs on the CPU: meta build, fake tensors)."""
+    from estimator.peak import simulate_peak
+    from testkit.peak_cases import CASES
+
+    case = CASES[case_name]
+    return simulate_peak(case.build_on("meta"), mode=mode, device="cuda",  # type: ignore[arg-type]
+                         batch_size=case.batch_size, seq_len=case.seq_len, image_size=case.image_size)
 
 
 def _child(case: str, mode: str) -> dict[str, Any]:
@@ -66,17 +77,29 @@ def _child(case: str, mode: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from bench._smoke import SMOKE_HELP
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--one", nargs=2, metavar=("CASE", "MODE"))
     parser.add_argument("--jobs", type=int, default=4)
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure_one(*args.one)))
-        return
+        return 0
     from testkit.peak_cases import CASES
 
     jobs = [(c, m) for c in CASES for m in ("training", "inference")]
+    if args.smoke:
+        jobs = [("llama_gqa", "inference")]
+        if not torch.cuda.is_available():
+            sim = simulate_one(*jobs[0])
+            print(f"no CUDA device here: the truth (max_memory_allocated) was not measured; simulated CUDA peak of llama_gqa, "
+                  f"inference: {sim.peak_bytes:,} bytes ({sim.method})")
+            return 0
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda job: _child(*job), jobs))
     first = next((r for r in results if "device" in r), {})
@@ -90,7 +113,8 @@ def main() -> None:
         error = (r["simulated"] - r["truth"]) / r["truth"] * 100
         print(f"| {r['case']} | {r['mode']} | {r['truth']:,} | {r['simulated']:,} | {error:+.2f}% |")
     print(json.dumps(results), file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

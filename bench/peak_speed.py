@@ -6,7 +6,7 @@ Run from the repository root: ``python -m bench.peak_speed [--device cuda|cpu] [
 rows do it, ``estimator.peak.rows.recipe_for``).
 The first round warms the process up (imports, PyTorch's meta kernels, FakeTensorMode caches);
 the figure that matters is a warm round: the model built on meta from its config, then
-``simulate_peak`` (two training steps, peak of the second).
+``simulate_peak`` (two training steps, peak of the second). ``--smoke``: a 2-layer Llama, 64 tokens, one round on cpu.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def build(config_path: Path, dtype: torch.dtype = torch.float32) -> torch.nn.Mod
         return transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    from bench._smoke import SMOKE_HELP, tiny_llama_folder
     from estimator.peak import simulate_peak
 
     ap = argparse.ArgumentParser()
@@ -45,7 +46,10 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=None)
     ap.add_argument("--gradient-checkpointing", action="store_true")
     ap.add_argument("--pure-16bit", action="store_true")
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.config, args.seq_len, args.repeat, args.device = tiny_llama_folder() / "config.json", 64, 1, "cpu"
     from estimator.build import torch_dtype
     from estimator.options import DType, Mode, Optimizer, TrainingSpec, WorkSpec
     from estimator.peak.rows import recipe_for
@@ -66,7 +70,8 @@ def main() -> None:
         gib = {k: round(v / 2**30, 2) for k, v in r.components.items()}
         print(f"round {i} ({'cold' if i == 0 else 'warm'}): build {t1 - t0:.2f} s, simulate {t2 - t1:.2f} s, "
               f"total {t2 - t0:.2f} s; peak {r.peak_bytes / 2**30:.2f} GiB {gib} [{r.method}]")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -9,7 +9,8 @@ never answered from the estimate cache; the profile run is cleared from its own 
 does the whole work ("warm": the process has run one before). A last column times a plan asked
 again with another ``gpu_memory_utilization``, which reuses the cached profile run. The first round
 also pays PyTorch's first meta kernels (cold). Cases: an 80 GiB H100 with vLLM serve's defaults
-there (8,192 batched tokens, 1,024 sequences) and a 24 GiB GPU (2,048 / 256).
+there (8,192 batched tokens, 1,024 sequences) and a 24 GiB GPU (2,048 / 256). ``--smoke``: a 2-layer Llama, the 24 GiB
+case at 512 tokens, one round, nothing written.
 """
 
 from __future__ import annotations
@@ -29,11 +30,17 @@ CASES = (
 TARGET_S = 2.0
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    from bench._smoke import SMOKE_HELP, tiny_llama_folder
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=4)
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = ap.parse_args(argv)
+    model, cases = LLAMA, CASES
+    if args.smoke:
+        model, cases, args.repeat, args.out = str(tiny_llama_folder()), (("24 GiB, max_model_len 512", {"gpu_memory": "24GiB", "max_model_len": 512}),), 1, None
     t0 = time.perf_counter()
     from estimator import estimate
     from estimator.serving import profile
@@ -41,17 +48,17 @@ def main() -> None:
     imports = time.perf_counter() - t0
     lines = [f"imports: {imports:.2f} s"]
     table = []
-    for name, kwargs in CASES:
+    for name, kwargs in cases:
         times = []
         row = None
         for i in range(args.repeat):
             profile._PROFILES.clear()
             t = time.perf_counter()
-            row = estimate(LLAMA, mode="serving", dtypes="bfloat16", **kwargs).row("bfloat16")  # type: ignore[arg-type]
+            row = estimate(model, mode="serving", dtypes="bfloat16", **kwargs).row("bfloat16")  # type: ignore[arg-type]
             times.append(time.perf_counter() - t)
-            lines.append(f"{name} round {i} ({'cold' if i == 0 and name == CASES[0][0] else 'warm'}): {times[-1]:.2f} s")
+            lines.append(f"{name} round {i} ({'cold' if i == 0 and name == cases[0][0] else 'warm'}): {times[-1]:.2f} s")
         t = time.perf_counter()
-        estimate(LLAMA, mode="serving", dtypes="bfloat16", gpu_memory_utilization=0.85, **kwargs)  # type: ignore[arg-type]
+        estimate(model, mode="serving", dtypes="bfloat16", gpu_memory_utilization=0.85, **kwargs)  # type: ignore[arg-type]
         again = time.perf_counter() - t
         assert row is not None and row.serving is not None
         s = row.serving
@@ -79,7 +86,8 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.write_text(text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

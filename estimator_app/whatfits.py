@@ -251,9 +251,14 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
     exact = (chosen["gpu"] == name).to_numpy()
     if not query.memory and exact.any():  # the sweep's own answer for this GPU
         chosen = chosen[exact]
+        known = (chosen["fits"].notna() | chosen["needed_bytes"].notna()).to_numpy()
+        n_unknown = int(chosen.loc[~known, "model"].nunique())
+        chosen = chosen[known]
         fits = chosen["fits"].fillna(chosen["needed_bytes"] <= total).fillna(False)
     else:  # another GPU's rows: the needed bytes of a non-Hopper one (a typed size assumes the default cuBLAS workspace)
-        chosen = chosen[chosen["needed_bytes"].notna().to_numpy()]
+        known = chosen["needed_bytes"].notna().to_numpy()
+        n_unknown = int(chosen.loc[~known, "model"].nunique()) - int(chosen.loc[known, "model"].nunique())
+        chosen = chosen[known]
         chosen = chosen.sort_values("_hopper", kind="stable").drop_duplicates(["model", "revision"])
         chosen = chosen.assign(max_batch=pd.NA, max_seq=pd.NA)
         fits = chosen["needed_bytes"] <= total
@@ -276,10 +281,12 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
         "Architecture": shown["architecture"].astype("string"),
         "Scenario": shown["scenario"].astype("string"),
     }, columns=list(COLUMNS))
-    summary = (f"{len(fit):,} of {considered:,} models fit {name} ({total / GiB:.2f} GiB) for {USES.get(query.use, query.use).lower()}, "
+    summary = (f"{len(fit):,} of {considered:,} models fit {name} ({total / GiB:.2f} GiB) — {USES.get(query.use, query.use)}, "
                f"{query.dtype}, {scenario or 'no scenario swept'}")
     if len(fit) > limit:
         summary += f"; the {limit:,} largest shown"
+    if n_unknown > 0:
+        summary += f"; {n_unknown:,} without a figure for this (their notes in the dataset say why)"
     if n_failed:
         summary += f"; {n_failed:,} could not be estimated (their errors are in the dataset)"
     return Answer(table=table, summary=summary + ".", fitting=len(fit), considered=considered)
