@@ -36,6 +36,8 @@ LABELS: dict[str, str] = {
     Component.ACTIVATIONS.value: "Activations",
     Component.TEMPORARIES.value: "Temporaries",
     Component.KV_CACHE.value: "KV cache",
+    Component.CONV_STATE.value: "Conv state (SSM layers)",
+    Component.SSM_STATE.value: "SSM / recurrent state",
     Component.INPUTS.value: "Inputs",
 }
 # Colours at least 3:1 against white (WCAG 1.4.11, graphics) and told apart in the legend by name too.
@@ -47,6 +49,8 @@ COLORS: dict[str, str] = {
     Component.ACTIVATIONS.value: "#15803d",
     Component.TEMPORARIES.value: "#475569",
     Component.KV_CACHE.value: "#a16207",
+    Component.CONV_STATE.value: "#9d174d",
+    Component.SSM_STATE.value: "#be123c",
     Component.INPUTS.value: "#0e7490",
 }
 ORDER: tuple[str, ...] = tuple(LABELS)  # stacking and legend order
