@@ -39,6 +39,10 @@ FIELDS: tuple[str, ...] = (
     "nodes",
     "strategy",
     "offload",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "quantization",
+    "vllm_version",
 )
 
 LABELS: dict[str, str] = {
@@ -73,6 +77,10 @@ LABELS: dict[str, str] = {
     "nodes": "Nodes",
     "strategy": "Strategy (training: ddp, zero1-3, fsdp; inference: tp)",
     "offload": "ZeRO offload to CPU memory",
+    "tensor_parallel_size": "Tensor parallel size (serving, vLLM's; figures per GPU)",
+    "pipeline_parallel_size": "Pipeline parallel size (serving, vLLM's; the stage with the fewest blocks sizes the cache)",
+    "quantization": "Quantize while loading (serving, vLLM's --quantization; a checkpoint's own is read from it)",
+    "vllm_version": "vLLM version (serving; whose start-up accounting to follow)",
     "token": "Hub token for gated or private models (optional; never stored)",
     "post_token": "Your Hub token (write-discussions)",
 }
@@ -109,6 +117,10 @@ OPTIONS: dict[str, str] = {
     "nodes": "nodes",
     "strategy": "strategy",
     "offload": "offload",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "quantization": "quantization",
+    "vllm_version": "vllm_version",
     "token": "token",
 }
 

@@ -35,9 +35,11 @@ from estimator_app.values import (  # noqa: F401  - the page's names, kept here 
     MODES,
     OFFLOADS,
     OPTIMIZERS,
+    SERVING_QUANTIZATIONS,
     STRATEGIES,
     TARGETS_EXPECTED,
     TARGETS_MAX,
+    VLLM_VERSIONS,
     canonical_dtypes,
     hub_reference,
     lora_targets,
@@ -83,6 +85,10 @@ class FormState:
     nodes: int = 1
     strategy: str = "none"
     offload: str = "none"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    quantization: str = "none"
+    vllm_version: str = VLLM_VERSIONS[-1]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", canonical_dtypes(self.dtypes))
@@ -188,6 +194,10 @@ SPECS: dict[str, Field] = {
     "strategy": Field(parse=lambda v, _: values.choice(v, STRATEGIES), show=str, read=lambda v: values.choice(v or "none", STRATEGIES),
                       to_core=lambda v: None if v == "none" else v),
     "offload": _choice_field("offload", OFFLOADS),
+    "tensor_parallel_size": _number_field("tensor_parallel_size"),
+    "pipeline_parallel_size": _number_field("pipeline_parallel_size"),
+    "quantization": _choice_field("quantization", SERVING_QUANTIZATIONS),
+    "vllm_version": _choice_field("vllm_version", VLLM_VERSIONS),
 }
 assert tuple(SPECS) == FIELDS, "SPECS must list every field of fields.FIELDS, in that order"
 

@@ -67,6 +67,15 @@ def form_widgets(w: dict[str, Any]) -> list[gr.Button]:
                 w["max_num_batched_tokens"] = gr.Number(0, label=LABELS["max_num_batched_tokens"], minimum=0, precision=0,
                                                         elem_id="max-num-batched-tokens")
                 w["block_size"] = gr.Number(16, label=LABELS["block_size"], minimum=1, precision=0, elem_id="block-size")
+            with gr.Row():
+                w["tensor_parallel_size"] = gr.Number(1, label=LABELS["tensor_parallel_size"], minimum=1, precision=0,
+                                                      elem_id="tensor-parallel-size")
+                w["pipeline_parallel_size"] = gr.Number(1, label=LABELS["pipeline_parallel_size"], minimum=1, precision=0,
+                                                        elem_id="pipeline-parallel-size")
+                w["quantization"] = gr.Dropdown(list(form.SERVING_QUANTIZATIONS), value="none", label=LABELS["quantization"],
+                                                elem_id="serving-quantization")
+                w["vllm_version"] = gr.Dropdown(list(form.VLLM_VERSIONS), value=form.VLLM_VERSIONS[-1], label=LABELS["vllm_version"],
+                                                elem_id="vllm-version")
         with gr.Accordion("Several GPUs (figures per GPU)", open=False, elem_id="parallel"):
             with gr.Row():
                 w["gpus"] = gr.Number(1, label=LABELS["gpus"], minimum=1, precision=0, elem_id="gpus")

@@ -14,7 +14,7 @@ from typing import Any
 
 from estimator.errors import BadReferenceError
 from estimator.fit.gpus import GPU_NAMES
-from estimator.options import Device, DType, Library, Mode, Offload, Optimizer, Strategy
+from estimator.options import Device, DType, Library, Mode, Offload, Optimizer, ServingQuantization, Strategy, VLLMVersion
 from estimator.source import hub
 from estimator.source.reference import ModelRef, is_path_like, parse_hub_reference
 from estimator_app.fields import short_label
@@ -39,10 +39,13 @@ TARGETS_EXPECTED = (
 )
 LIMITS = {"batch": (1, 1 << 20), "seq": (1, 1 << 24), "image": (1, 1 << 16), "new_tokens": (0, 1 << 24), "lora": (1, 1 << 16),
           "ctx": (1, 1 << 24), "max_model_len": (1, 1 << 24), "max_num_seqs": (1, 1 << 20), "max_num_batched_tokens": (1, 1 << 24),
-          "block_size": (1, 1 << 10), "gpus": (1, 1 << 16), "nodes": (1, 1 << 16)}
+          "block_size": (1, 1 << 10), "gpus": (1, 1 << 16), "nodes": (1, 1 << 16), "tensor_parallel_size": (1, 1 << 10),
+          "pipeline_parallel_size": (1, 1 << 10)}
 STRATEGIES = ("none", *(m.value for m in Strategy))
 OFFLOADS: tuple[str, ...] = tuple(m.value for m in Offload)
 KV_CACHE_DTYPES = ("auto", "fp8")
+SERVING_QUANTIZATIONS: tuple[str, ...] = tuple(m.value for m in ServingQuantization)
+VLLM_VERSIONS: tuple[str, ...] = tuple(m.value for m in VLLMVersion)
 
 
 def canonical_dtypes(dtypes: Iterable[str]) -> tuple[str, ...]:
