@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 import time
 import traceback
@@ -59,6 +60,7 @@ FIXED = {
     "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "rotary_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
     "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8, "n_group": 1, "topk_group": 1,
 }
+IMAGE_TOKEN_KEYS = {"mm_tokens_per_image", "image_seq_length", "num_image_tokens"}  # -> (64 / 16)² = 16 patches
 EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
 EXPERT_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token"}
 IMAGE_KEYS = {"image_size"}
@@ -71,10 +73,10 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
 
     Level 1 (tried first): every hidden width key -> 64; feed-forward sizes -> 128 (expert and
     shared-expert sizes -> 32); layer counts -> 2; attention heads -> 4, key/value heads -> 2
-    (1 where 2 does not divide the heads), head dims -> 16 (MLA ranks 32, rope part and rotary_dim 16); vocab ->
+    (1 where 2 does not divide the heads; as many as the heads where they were), head dims -> 16 (MLA ranks 32, rope part and rotary_dim 16); vocab ->
     1024, with every token id at or above it moved to a distinct id at the top of the new vocab;
     experts -> 4, experts per token -> 2, expert groups -> 1; image size -> 64, patch size -> 16
-    (where larger); lists of per-stage depths -> 1 each. Never raised, only lowered.
+    (where larger), image tokens per image -> 16; lists of per-stage depths -> 1 each. Never raised, only lowered.
     Level 2: only layers, vocab and experts (widths, heads and image sizes kept).
     Level 3: only layers.
     At every level, lists as long as the old layer count are cut to the new one and ``layer_types``
@@ -145,15 +147,18 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             out[key] = _lower(value, IMAGE) if not isinstance(value, list) else [_lower(v, IMAGE) for v in value]
         elif level == 1 and key in PATCH_KEYS:
             out[key] = _lower(value, PATCH) if not isinstance(value, list) else [_lower(v, PATCH) for v in value]
+        elif level == 1 and key in IMAGE_TOKEN_KEYS:
+            out[key] = _lower(value, (IMAGE // PATCH) ** 2)
         elif level == 1 and key == "depths" and isinstance(value, list):
             out[key] = [_lower(v, 1) for v in value]
         else:
             out[key] = value
     if level == 1:
         heads = next((out[k] for k in HEAD_KEYS if isinstance(out.get(k), int)), None)
+        old_heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int)), None)
         for key in KV_HEAD_KEYS:
             if isinstance(out.get(key), int) and heads:
-                kv = _lower(out[key], KV_HEADS)
+                kv = heads if d[key] == old_heads else _lower(out[key], KV_HEADS)  # multi-head attention stays so
                 out[key] = kv if heads % kv == 0 else 1
     new_layers = next((out[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(out.get(k), int)), None)
     if isinstance(old_layers, int) and isinstance(new_layers, int) and new_layers < old_layers:
@@ -167,6 +172,8 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             out[key] = None
     if level == 1:
         _fit_ssm(out)
+        if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):
+            out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]  # MLA: the query head is both parts
     return out
 
 
@@ -361,12 +368,6 @@ def _fit_mrope(small: dict[str, Any], meta: Any) -> bool:
 
 def run_type(model_type: str, *, seq_len: int = 32, workdir: Path | None = None) -> dict[str, Any]:
     """The bench row of one ``model_type`` (plain data, JSON-ready)."""
-    import torch
-
-    from estimator import estimate
-    from estimator.errors import EstimatorError
-    from testkit.truth import storage_bytes
-
     warnings.filterwarnings("ignore")
     found = task_class(model_type)
     row: dict[str, Any] = {"model_type": model_type, "task": found[0] if found else None, "class": found[1] if found else None}
@@ -384,6 +385,20 @@ def run_type(model_type: str, *, seq_len: int = 32, workdir: Path | None = None)
         return row
     row["level"] = level
     tmp = Path(tempfile.mkdtemp(prefix=f"coverage_{model_type}_", dir=workdir))
+    try:
+        return _measure(row, model, small, tmp, seq_len)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _measure(row: dict[str, Any], model: Any, small: dict[str, Any], tmp: Path, seq_len: int) -> dict[str, Any]:
+    """The real build's bytes, then ``estimate()`` in each mode on a folder holding only the config."""
+    import torch
+
+    from estimator import estimate
+    from estimator.errors import EstimatorError
+    from testkit.truth import storage_bytes
+
     saved, folder = tmp / "saved", tmp / "config_only"
     folder.mkdir()
     truth_how = "from_pretrained"
