@@ -106,3 +106,4 @@ def test_encoded_infinity_in_config_json_is_read_as_transformers_reads_it(case: 
     (row,) = result.rows
     assert row.method == "simulated", row.notes
     assert row.components["ssm_state"] > 0 and row.components["conv_state"] > 0
+    assert any("layers' state (fixed per sequence): conv_state" in n for n in row.notes), row.notes

@@ -230,6 +230,11 @@ def _decode_cache_note(phases: Phases, name: str) -> str:
                  "update holds a layer's old keys or values until the new ones replace them)")
     if name != "decode":
         note += f" ({phases['decode'].peak_bytes:,} bytes live at that step's peak)"
+    if after is not None:  # SSM / linear-attention layers: a fixed state per sequence, whatever the context
+        states = [f"{c.value} {after.components[c.value]:,} bytes" for c in (Component.CONV_STATE, Component.SSM_STATE)
+                  if after.components.get(c.value)]
+        if states:
+            note += "; SSM / linear-attention layers' state (fixed per sequence): " + ", ".join(states)
     return note
 
 
@@ -244,9 +249,10 @@ def _run(
     try:
         if media is not None:
             from estimator.peak.media import media_workload
-            from estimator.peak.processors import media_inputs
+            from estimator.peak.processors import audio_inputs, media_inputs
 
-            workload = media_workload(model, media_inputs(model.config, media, batch_size=batch_size, text_len=seq_len))
+            made = audio_inputs if media.audio_seconds is not None or media.images == 0 else media_inputs
+            workload = media_workload(model, made(model.config, media, batch_size=batch_size, text_len=seq_len))
         else:
             workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
         notes: tuple[str, ...] = ()
