@@ -6,7 +6,8 @@ reference and options, the CLI with any flags, config.json texts by the API and 
 safetensors headers served by the stand-in), each round a fresh random hypothesis run, until the
 time is spent. It prints, per target, the case count and each distinct failure (exception type and
 the innermost frame of the project, with the smallest input seen) as Markdown; exit status 1 if any.
-The same targets as the suite's version, with more cases and random seeds.
+The same targets as the suite's version, with more cases and random seeds. ``--smoke``: one round, 20 cases of each
+local target and 1 of each target run in the worker process.
 """
 
 from __future__ import annotations
@@ -105,10 +106,13 @@ def targets(worker: FuzzWorker) -> list[tuple[str, st.SearchStrategy[Any], Calla
     ]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    from bench._smoke import SMOKE_HELP
+
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--minutes", type=float, default=10.0)
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
     deadline = time.monotonic() + 60 * args.minutes
     worker = FuzzWorker(case_seconds=30, memory_bytes=24 << 30)
     try:
@@ -116,12 +120,16 @@ def main() -> int:
             for _name, strategy, runner, examples in targets(worker):
                 if time.monotonic() >= deadline:
                     break
+                if args.smoke:
+                    examples = 20 if examples > 20 else 1
                 run = settings(max_examples=examples, deadline=None, database=None,
                                suppress_health_check=list(HealthCheck))(given(strategy)(runner))
                 run()
+            if args.smoke:
+                break
     finally:
         worker.close()
-    print(f"fuzz run: {args.minutes} min\n\n| target | cases | distinct failures |\n|---|---|---|")
+    print(f"fuzz run: {'one smoke round' if args.smoke else f'{args.minutes} min'}\n\n| target | cases | distinct failures |\n|---|---|---|")
     for name, count in COUNTS.items():
         print(f"| {name} | {count} | {sum(1 for t, _ in FAILURES if t == name)} |")
     for (target, signature), case in FAILURES.items():

@@ -11,6 +11,9 @@ llama.cpp is not a dependency: point ``LLAMA_CPP_LIB`` at a folder holding ``lib
 ggml libraries) and ``LLAMA_CPP_SRC`` at its source tree (for ``include/``, ``ggml/include`` and
 ``src/llama-ext.h``); the probe is compiled once into ``bench/.cache/``. How it was built here:
 ``docs/gguf.md``. ``python -m bench.gguf_llamacpp`` (with ``PYTHONPATH`` at the repo root).
+
+``--smoke``: the first served model at one context and cache type, nothing written; without llama.cpp it computes
+our side only and says llama.cpp's was not measured.
 """
 
 from __future__ import annotations
@@ -255,8 +258,35 @@ def report(cases: list[Case]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def smoke(probe: Path | None) -> int:
+    """One file of the first served repo at n_ctx 512, f16 cache, flash attention: ours, and llama.cpp's when it is here."""
+    from testkit import gguf_models
+
+    with tempfile.TemporaryDirectory() as folder:
+        names = sorted(gguf_models.headers(REPOS[0]))
+        name = next((n for n in names if "-of-" not in n), names[0])  # a file that is the whole model
+        path = gguf_models.write_full(REPOS[0], name, Path(folder))
+        mine = ours([path], 512, "f16", True)
+        print(f"ours, {name} at n_ctx 512 (f16 cache, flash attention): {mine}")
+        if probe is None:
+            print("llama.cpp not found (LLAMA_CPP_LIB, LLAMA_CPP_SRC): its side was not measured")
+            return 0
+        theirs = llama_cpp(probe, path, 512, "f16", True)
+        print(f"llama.cpp: {theirs}")
+        return 0 if mine["weights"] == theirs["model_size"] and mine["kv"] == theirs["kv"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from bench._smoke import SMOKE_HELP
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
     probe = probe_path()
+    if args.smoke:
+        return smoke(probe)
     if probe is None:
         print("llama.cpp not found: set LLAMA_CPP_LIB (folder of libllama.so) and LLAMA_CPP_SRC (its source tree)", file=sys.stderr)
         return 1

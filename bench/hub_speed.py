@@ -6,7 +6,8 @@ Starts `python -m tests.hub_server --port 0`, then for each model runs both comm
 accelerate 1.15 console script; our `python -m estimator`) `--runs` times each with a fresh
 HF_HOME per run (a cold Hub cache, as a first-time user has), and reports the median wall time and
 the ratio. Then times a warm answer inside one running process (what the app does): the first
-`estimate()` call and the median of repeated calls for the same model and revision.
+`estimate()` call and the median of repeated calls for the same model and revision. ``--smoke``: one model, one
+run, explicit dtypes only, 2 warm repeats, nothing written.
 """
 
 from __future__ import annotations
@@ -51,11 +52,17 @@ def warm_in_process(url: str, model: str, repeats: int = 20) -> tuple[float, flo
     return float(first), float(warm)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    from bench._smoke import SMOKE_HELP
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "hub_speed.md"))
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
+    models, dtype_sets, repeats = MODELS, (["float32", "float16"], None), 20
+    if args.smoke:
+        models, dtype_sets, repeats, args.runs, args.out = MODELS[:1], (["float32", "float16"],), 2, 1, None
     proc, url = start_hub_process()
     lines = [
         f"Against the Hub stand-in on loopback; median of {args.runs} whole-process runs each, fresh HF_HOME per run; "
@@ -65,8 +72,8 @@ def main() -> None:
         "|---|---|---:|---:|---:|---|",
     ]
     try:
-        for dtypes in (["float32", "float16"], None):
-            for model in MODELS:
+        for dtypes in dtype_sets:
+            for model in models:
                 ours, theirs, methods = [], [], "?"
                 flags = ["--dtypes", *dtypes] if dtypes else []
                 for _ in range(args.runs):
@@ -82,14 +89,16 @@ def main() -> None:
                 label = " ".join(dtypes) if dtypes else "default (float32 float16 int8 int4)"
                 lines.append(f"| {model} | {label} | {a:.2f} s | {o:.2f} s | {a / o:.1f}x | {methods} |")
                 print(lines[-1], flush=True)
-        first, warm = warm_in_process(url, "meta-llama/Llama-3.1-8B")
+        first, warm = warm_in_process(url, "meta-llama/Llama-3.1-8B", repeats)
         lines += ["", f"In one running process (the app): first `estimate('meta-llama/Llama-3.1-8B')` {first * 1000:.0f} ms, "
-                      f"then {warm * 1000:.1f} ms (median of 20 repeats: one revision lookup, answer from the cache)."]
+                      f"then {warm * 1000:.1f} ms (median of {repeats} repeats: one revision lookup, answer from the cache)."]
         print(lines[-1])
     finally:
         stop_hub_process(proc)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

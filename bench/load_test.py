@@ -8,13 +8,14 @@ would measure the client, not the app).
 By default it starts the Hub stand-in (``python -m tests.hub_server --port 0``) and the app
 (``python app.py``) on loopback, so it needs nothing outside the machine::
 
-    python bench/load_test.py                       # 20 users, 1,000 requests, 10% uncached
+    python bench/load_test.py                       # 20 users, 1,000 requests, 10% uncached, 10% to the fits tab
     python bench/load_test.py --url http://127.0.0.1:7860/ --pid 1234   # an app already running
     python bench/load_test.py --smoke               # seconds: 2 users, 6 requests (CI)
 
 "Cached" requests repeat a model and options the app has answered before (the core caches Hub
 answers by commit, so only the model-info call and rendering remain); "uncached" ones ask for a
-model and dtype set not asked before (safetensors headers, a meta build for the cross-check).
+model and dtype set not asked before (safetensors headers, a meta build for the cross-check); "fits" ones ask
+the "What fits my GPU?" tab (``/what_fits``) for a GPU, a use and a dtype over the dataset the app ships.
 It prints p50 / p95 / max latency of each kind, throughput, and the app's resident memory (VmRSS)
 after warm-up and after the run; the exit status is 1 when a target is missed (p95 of cached
 answers under 2 s, memory growth under 100 MB) or a request failed.
@@ -39,6 +40,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -60,7 +62,7 @@ TARGET_GROWTH_MB = 100.0
 
 @dataclass
 class Results:
-    latencies: dict[str, list[float]] = field(default_factory=lambda: {"cached": [], "uncached": []})
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {"cached": [], "uncached": [], "fits": []})
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -159,13 +161,23 @@ class AppError(Exception):
     """The app answered with an error event (a ``gr.Error`` message)."""
 
 
-def call(url: str, data: list[object], session: str | None = None, timeout: float = 600) -> list[object]:
-    """One ``/estimate`` call over HTTP: submit, then read the event stream to its end.
+def fits_inputs(gpu: str | None = "RTX 4090", memory: str | None = None, use: str = "load", dtype: str = "bfloat16",
+                scenario: str | None = None, text: str = "") -> list[object]:
+    """The ``/what_fits`` endpoint's inputs (the "What fits my GPU?" tab), in the order of its link parameters
+    (:data:`estimator_app.whatfits.PARAMS`, which the tab's widgets follow)."""
+    from estimator_app.whatfits import PARAMS, Query
+
+    query = Query(gpu=gpu, memory=memory, use=use, dtype=dtype, scenario=scenario, filter=text)
+    return [getattr(query, name.removeprefix("fits_")) or "" for name in PARAMS]
+
+
+def call(url: str, data: list[object], session: str | None = None, timeout: float = 600, endpoint: str = "estimate") -> list[object]:
+    """One call of the page's API (``/estimate`` by default) over HTTP: submit, then read the event stream to its end.
 
     ``session`` is the user's Gradio session (a browser keeps one per open page); without one,
     every call is a new session.
     """
-    base = url.rstrip("/") + "/gradio_api/call/estimate"
+    base = url.rstrip("/") + "/gradio_api/call/" + endpoint
     body = {"data": data, **({"session_hash": session} if session else {})}
     request = urllib.request.Request(base, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -184,8 +196,16 @@ def call(url: str, data: list[object], session: str | None = None, timeout: floa
     raise AppError("the stream ended without a result")
 
 
-def plan(requests: int, uncached_share: float, seed: int, cached: tuple[str, ...] = CACHED_MODELS) -> list[tuple[str, str, list[str]]]:
-    """``requests`` (kind, model, dtypes), shuffled; uncached ones never repeat a (model, dtypes)."""
+FITS_QUERIES = [dict(gpu=gpu, use=use, dtype=dtype) for gpu in ("RTX 4090", "A100 80GB", "L4") for use in ("load", "lora", "full", "inference")
+                for dtype in ("bfloat16", "int4")] + [dict(gpu=None, memory="16GiB", use="lora", dtype="int4")]
+
+
+Job = tuple[str, str, list[object], str]  # kind, what is asked (for error lines), the endpoint's inputs, the endpoint
+
+
+def plan(requests: int, uncached_share: float, seed: int, cached: tuple[str, ...] = CACHED_MODELS, fits_share: float = 0.0) -> list[Job]:
+    """``requests`` jobs, shuffled: uncached ones never repeat a (model, dtypes); ``fits_share`` of them ask the
+    "What fits my GPU?" tab (``/what_fits``)."""
     rng = random.Random(seed)
     fresh = [
         (model, list(subset))
@@ -196,8 +216,14 @@ def plan(requests: int, uncached_share: float, seed: int, cached: tuple[str, ...
     ]
     rng.shuffle(fresh)
     n_uncached = min(int(requests * uncached_share), len(fresh))
-    jobs = [("uncached", model, dtypes) for model, dtypes in fresh[:n_uncached]]
-    jobs += [("cached", rng.choice(cached), DEFAULT_DTYPES) for _ in range(requests - n_uncached)]
+    n_fits = int(requests * fits_share)
+    jobs: list[Job] = [("uncached", f"{model} {dtypes}", arguments(model, dtypes), "estimate") for model, dtypes in fresh[:n_uncached]]
+    for _ in range(n_fits):
+        query: dict[str, Any] = rng.choice(FITS_QUERIES)
+        jobs.append(("fits", str(query), fits_inputs(**query), "what_fits"))
+    for _ in range(requests - n_uncached - n_fits):
+        model = rng.choice(cached)
+        jobs.append(("cached", f"{model} {DEFAULT_DTYPES}", arguments(model, DEFAULT_DTYPES), "estimate"))
     rng.shuffle(jobs)
     return jobs
 
@@ -216,13 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=20)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--uncached-share", type=float, default=0.1)
+    parser.add_argument("--fits-share", type=float, default=0.1, help="share of requests to the What fits my GPU? tab (/what_fits)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--smoke", action="store_true", help="a few seconds: 2 users, 6 requests, one model warmed (CI runs this)")
     args = parser.parse_args(argv)
     cached, uncached = CACHED_MODELS, UNCACHED_MODELS
     if args.smoke:
-        args.users, args.requests, args.uncached_share = 2, 6, 0.34
+        args.users, args.requests, args.uncached_share, args.fits_share = 2, 6, 0.34, 0.34
         cached, uncached = CACHED_MODELS[:1], ()
 
     procs: list[subprocess.Popen[bytes]] = []
@@ -234,16 +261,18 @@ def main(argv: list[str] | None = None) -> int:
         results = Results()
         local = threading.local()
 
-        def one(job: tuple[str, str, list[str]]) -> None:
-            kind, model, dtypes = job
+        def one(job: Job) -> None:
+            kind, asked, data, endpoint = job
             started = time.perf_counter()
             try:
                 if not hasattr(local, "session"):
                     local.session = f"user-{threading.get_ident()}"  # one session per simulated user
-                call(url, arguments(model, dtypes), local.session)
+                answer = call(url, data, local.session, endpoint=endpoint)
+                if endpoint == "what_fits" and "fits-summary" not in str(answer[0]):
+                    raise AppError(f"no table: {str(answer[0])[:200]}")
             except Exception as exc:  # noqa: BLE001 - a load test counts failures, it does not stop at one
                 with results.lock:
-                    results.errors.append(f"{model} {dtypes}: {type(exc).__name__}: {str(exc)[:200]}")
+                    results.errors.append(f"{asked}: {type(exc).__name__}: {str(exc)[:200]}")
                 return
             with results.lock:
                 results.latencies[kind].append(time.perf_counter() - started)
@@ -256,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         for model in uncached:  # one-time costs (importing each architecture's modeling code) out of the growth
             call(url, arguments(model, ["float32"]), "warm-up")
         rss_before = rss_mb(pid) if pid else float("nan")
-        jobs = plan(args.requests, args.uncached_share, args.seed, cached)
+        jobs = plan(args.requests, args.uncached_share, args.seed, cached, args.fits_share)
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.users) as pool:
             list(pool.map(one, jobs))

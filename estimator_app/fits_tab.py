@@ -18,7 +18,7 @@ from estimator_app import whatfits
 from estimator_app.whatfits import USES, Query
 
 logger = logging.getLogger("estimator_app")
-INPUTS: tuple[str, ...] = ("fits_gpu", "fits_memory", "fits_use", "fits_dtype", "fits_scenario", "fits_filter")
+INPUTS: tuple[str, ...] = whatfits.PARAMS  # the widgets, named and ordered as the tab's link parameters
 OUTPUTS: tuple[str, ...] = ("fits_status", "fits_table", "fits_query")
 DATATYPES: list[Any] = ["markdown", "number", "number", "number", "number", "number", "number", "str", "str", "str", "str"]
 USE_CHOICES = [(label, key) for key, label in USES.items()]
