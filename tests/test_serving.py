@@ -159,3 +159,40 @@ def test_a_config_that_states_its_length_as_n_positions_is_held_to_it() -> None:
         estimate(gpt2, mode="serving", gpu_memory="24GiB", dtypes="float16", max_model_len=2048)
     row = estimate(gpt2, mode="serving", gpu_memory="24GiB", dtypes="float16").row("float16")
     assert row.serving["max_model_len"] == 1024
+
+
+def test_tensor_and_pipeline_parallel_plans_are_per_rank() -> None:
+    """vLLM's per-rank budget (Llama-3.1-8B on H100s): TP2 halves every matrix and KV head; PP2 plans both stages,
+    the last one (logits, sampler, received activations) holding the fewest blocks and sizing the cache."""
+    one, tp2, pp2 = (estimate(LLAMA, mode="serving", gpu="H100-80GB", dtypes="bfloat16", max_model_len=8192, **kw).row("bfloat16").serving
+                     for kw in ({}, {"tensor_parallel_size": 2}, {"pipeline_parallel_size": 2}))
+    rope = 131072 * 128 * 2
+    norms = (2 * 32 + 1) * 4096 * 2  # two RMSNorms a layer and the final one: replicated on every rank
+    assert tp2["weights_bytes"] == (one["weights_bytes"] - rope - norms) // 2 + norms + rope
+    assert tp2["kv_bytes_per_token"] == PER_TOKEN // 2 and tp2["non_torch_bytes"] == int(2.07 * GiB)
+    assert tp2["profile_peak_bytes"] == one["profile_peak_bytes"]  # the sampler phase decides it: logits are gathered
+    stages = pp2["ranks"]
+    assert [s["stage"] for s in stages] == [0, 1] and pp2["limiting_stage"] == 1
+    assert stages[1]["num_blocks"] == pp2["num_blocks"] < stages[0]["num_blocks"]
+    assert stages[1]["kept_bytes"]["intermediate_tensors"] == 2 * 8192 * 4096 * 2  # hidden states and residual received
+    assert pp2["kv_bytes_per_token"] == PER_TOKEN // 2  # 16 of 32 layers per stage
+    assert pp2["kv_cache_tokens"] == pp2["num_blocks"] * 16
+
+
+@pytest.mark.parametrize(("flags", "match"), [
+    (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be"),
+    (["--vllm-version", "0.18"], "--vllm-version must be one of 0.19"),
+    (["--quantization", "awq"], "--quantization must be one of none, fp8"),
+    (["--pipeline-parallel-size", "64"], "--pipeline-parallel-size 64 is more than the model's 32 layers"),
+])
+def test_bad_serving_flags_exit_2(flags: list[str], match: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "estimator", LLAMA, "--mode", "serving", "--gpu", "H100-80GB", "--dtypes", "bfloat16",
+                          "--max-model-len", "8192", *flags], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert match in out.stderr and "Traceback" not in out.stderr
+
+
+def test_vllm_options_are_refused_outside_serving() -> None:
+    with pytest.raises(BadOptionError, match="shape --mode serving only"):
+        estimate(LLAMA, mode="inference", tensor_parallel_size=2)
