@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -19,7 +21,9 @@ TINY_LLAMA = {
 @functools.cache
 def tiny_llama_folder() -> Path:
     """A local model folder holding only :data:`TINY_LLAMA` as its config.json (one per process)."""
-    folder = Path(tempfile.mkdtemp(prefix="bench_smoke_")) / "tiny-llama"
+    top = tempfile.mkdtemp(prefix="bench_smoke_")
+    atexit.register(shutil.rmtree, top, ignore_errors=True)
+    folder = Path(top) / "tiny-llama"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
     return folder
