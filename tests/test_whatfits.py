@@ -116,3 +116,25 @@ def test_a_sweep_folder_is_read_from_its_data_parts(tmp_path: Path) -> None:
     assert sorted(whatfits.load(str(tmp_path / "out")).frame["model"]) == ["org/m0", "org/m1"]
     assert whatfits.source_from_env({}) == str(whatfits.SHIPPED)
     assert whatfits.source_from_env({whatfits.ENV: "org/name"}) == "org/name"
+
+
+def test_the_shipped_dataset_answers_as_the_single_estimate(hub_server: str) -> None:
+    """A row of the dataset the app ships is the command line's answer for the same options (load, RTX 4090)."""
+    import json
+    import subprocess
+    import sys
+
+    from testkit.hub_process import REPO_ROOT, hub_env
+
+    sweep = whatfits.load(str(whatfits.SHIPPED))
+    frame = sweep.frame
+    row = frame[(frame["model"] == "openai-community/gpt2") & (frame["use"] == "load") & (frame["dtype"] == "bfloat16")
+                & (frame["gpu"] == "RTX 4090")].iloc[0]
+    done = subprocess.run([sys.executable, "-m", "estimator", "openai-community/gpt2", "--revision", row["revision"], "--dtypes", "bfloat16",
+                           "--gpu", "RTX 4090", "--format", "json"], capture_output=True, text=True, cwd=REPO_ROOT, env=hub_env(hub_server),
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    cli = json.loads(done.stdout)["rows"][0]
+    assert (row["total_bytes"], row["needed_bytes"], bool(row["fits"])) == (cli["total_bytes"], cli["fit"]["needed_bytes"], cli["fit"]["fits"])
+    shown = whatfits.answer(sweep, Query(gpu="RTX 4090", use="load", dtype="bfloat16", filter="gpt2")).table.iloc[0]
+    assert shown["Needed GiB"] == round(cli["fit"]["needed_bytes"] / GiB, 2) and shown["Method"] == cli["method"]
