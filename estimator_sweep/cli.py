@@ -130,7 +130,6 @@ def grid_from_args(args: argparse.Namespace) -> Grid:
         optimizers=tuple(_split(args.optimizer)), lora_ranks=tuple(_ints(args.lora_rank, "--lora-rank", none_words=("none",))) if args.lora_rank else (None,),
         gradient_checkpointing=_checkpointing(args.gradient_checkpointing), pure_16bit=args.pure_16bit, device=args.device,
         gpus=tuple(args.gpu), gpu_memories=tuple(args.gpu_memory), library=args.library,
-        extra={"timeout": _number(args.timeout, "--timeout")},
     )
 
 

@@ -1,0 +1,205 @@
+"""``estimate-memory sweep`` on local Ray against the Hub stand-in: every requested row present,
+each row equal to the single answer for the same options, a rerun that recomputes nothing but the
+Hub's transient failures, a worker SIGKILLed mid-run losing nothing, and the same command on a
+separately started ``ray start --head`` cluster giving the same dataset.
+
+One driver process (``tests/_drive_sweep.py``) runs the local steps in one Ray session, so the
+workers import torch once; the cluster test starts its own head. About a minute in all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from estimator_sweep import Grid
+from estimator_sweep.rows import COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 256}
+HUB_REFS = ["estimator-test/tiny-llama", "estimator-test/tiny-llama-mismatch", "estimator-test/gguf-only", "estimator-test/no-config", "nobody-here/no-such-model",
+            "estimator-test/rate-limited"]
+GRID = {"modes": ["load", "inference"], "dtypes": ["float32", "bfloat16"], "seq_lens": [64], "gpus": ["L4"]}
+VOLATILE = ("computed_at", "seconds")
+
+
+@pytest.fixture(scope="module")
+def local_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("models") / "tiny-local-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def driven(hub_server: str, local_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from testkit.hub_process import hub_env
+
+    out = tmp_path_factory.mktemp("sweep")
+    env = hub_env(hub_server, out / "hf_home")
+    spec = {"refs": [*HUB_REFS, str(local_model)], "grid": GRID, "out": str(out)}
+    done = subprocess.run([sys.executable, "-m", "tests._drive_sweep"], input=json.dumps(spec), capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["out"] = out
+    result["refs"] = spec["refs"]
+    return result
+
+
+def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["reference"], row["mode"], row["gpu"], row["dtype"])
+
+
+def _differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """(row key, column, mine, theirs) for every cell that differs; a Hub failure's wording (its retry timing) is not compared."""
+    a, b = {_key(r): r for r in mine}, {_key(r): r for r in theirs}
+    assert len(a) == len(mine) and len(b) == len(theirs), "a row written twice"
+    out: list[tuple[Any, ...]] = [(k, "missing", k in a, k in b) for k in sorted(set(a) ^ set(b), key=str)]
+    for k in set(a) & set(b):
+        for column in a[k]:
+            if column == "error" and a[k]["error_kind"] == "hub":
+                continue
+            if a[k][column] != b[k].get(column):
+                out.append((k, column, a[k][column], b[k].get(column)))
+    return out
+
+
+def test_every_requested_row_is_there_failures_included(driven: dict[str, Any], local_model: Path) -> None:
+    rows = driven["rows"]
+    assert driven["first"]["requested"] == 7 and driven["first"]["computed"] == 7 and driven["first"]["skipped"] == 0
+    assert set(rows[0]) == {name for name, _, _ in COLUMNS} - set(VOLATILE)
+    keys = [_key(r) for r in rows]
+    assert len(keys) == len(set(keys)), "a row written twice"
+    grid = Grid(**{k: tuple(v) for k, v in GRID.items()})
+    for reference in driven["refs"]:
+        if reference == "estimator-test/gguf-only":  # a GGUF repo answers per quantization file, whatever dtypes were asked
+            assert {(r["mode"], r["dtype"]) for r in rows if r["reference"] == reference} == {
+                (m, q) for m in ("load", "inference") for q in ("F16", "Q4_K_M", "Q8_0")}
+            continue
+        expected = {(reference, s.mode, "L4", d) for s in grid.scenarios() for d in grid.row_dtypes}
+        assert {k for k in keys if k[0] == reference} == expected, reference
+    by_ref = {r["reference"]: r for r in rows}
+    assert by_ref["estimator-test/no-config"]["error_kind"] == "refused" and "config.json" in by_ref["estimator-test/no-config"]["error"]
+    assert by_ref["nobody-here/no-such-model"]["error_kind"] == "refused"
+    assert by_ref["estimator-test/rate-limited"]["error_kind"] == "hub" and "429" in by_ref["estimator-test/rate-limited"]["error"]
+    ok = [r for r in rows if r["error"] is None]
+    assert len(ok) == 4 * 3 + 6 and all(r["total_bytes"] > 0 for r in ok)
+    assert by_ref[str(local_model)]["source"] == "local" and by_ref[str(local_model)]["revision"] is None
+    assert by_ref["estimator-test/tiny-llama"]["model"] == "estimator-test/tiny-llama" and len(by_ref["estimator-test/tiny-llama"]["revision"]) == 40
+
+
+def test_each_row_equals_the_single_answer(driven: dict[str, Any]) -> None:
+    """estimate(reference, **the scenario's options), called alone, gives each row's figures (JSON fields mapped by hand)."""
+    rows = {_key(r): r for r in driven["rows"]}
+    compared = 0
+    for single in driven["singles"]:
+        scenario = single["scenario"]
+        mine = {k: r for k, r in rows.items() if k[0] == single["reference"] and k[1] == scenario["mode"]}
+        if "error" in single:
+            assert mine and all(r["error"] == single["error"] and r["total_bytes"] is None for r in mine.values()), single["reference"]
+            compared += len(mine)
+            continue
+        answer = single["ok"]
+        assert {k[3] for k in mine} == {row["dtype"] for row in answer["rows"]}
+        for row in answer["rows"]:
+            got = mine[(single["reference"], scenario["mode"], "L4", row["dtype"])]
+            fit = row["fit"] or {}
+            assert (got["model"], got["revision"], got["library"], got["architecture"], got["source"]) == (
+                answer["model"], answer["revision"], answer["library"], answer["architecture"], answer["source"])
+            assert (got["total_bytes"], got["largest_layer_bytes"], got["training_adam_bytes"], got["peak_bytes"], got["method"]) == (
+                row["total_bytes"], row["largest_layer_bytes"], row["training_adam_bytes"], row["peak_bytes"], row["method"])
+            assert got["notes"] == "; ".join(row["notes"])
+            assert (got["fits"], got["needed_bytes"], got["gpu_memory_bytes"], got["max_batch"], got["max_seq"]) == (
+                fit.get("fits"), fit.get("needed_bytes"), fit.get("capacity_bytes"), fit.get("max_batch_size"), fit.get("max_seq_len"))
+            assert got["error"] is None and got["seq_len"] == (64 if scenario["mode"] == "inference" else None)
+            compared += 1
+    assert compared == len(driven["rows"])
+
+
+def test_share_query_is_the_apps_link_for_the_row(driven: dict[str, Any]) -> None:
+    from urllib.parse import parse_qsl
+
+    from estimator_app.form import FormState, from_query
+
+    row = next(r for r in driven["rows"] if r["reference"] == "estimator-test/tiny-llama" and r["mode"] == "inference" and r["dtype"] == "bfloat16")
+    parsed = from_query(parse_qsl(row["share_query"], keep_blank_values=True))
+    assert parsed.notices == []  # every parameter is one the page knows, spelled as it spells it
+    assert parsed.state == FormState(model="estimator-test/tiny-llama", revision=row["revision"], dtypes=("bfloat16",), mode="inference", seq=64, gpu="L4")
+    gguf = next(r for r in driven["rows"] if r["reference"] == "estimator-test/gguf-only" and r["dtype"] == "Q8_0" and r["mode"] == "load")
+    parsed = from_query(parse_qsl(gguf["share_query"], keep_blank_values=True))
+    assert parsed.notices == [] and parsed.state.gguf_file == "Q8_0" and parsed.state.model == "estimator-test/gguf-only"
+
+
+def test_rerun_recomputes_only_hub_failures(driven: dict[str, Any]) -> None:
+    rerun = driven["rerun"]
+    assert (rerun["requested"], rerun["skipped"], rerun["computed"]) == (7, 6, 1)  # the rate-limited repo is tried again
+    rewritten = driven["rewritten"]
+    assert len(rewritten) == 1
+    again = {_key(r): r for r in driven["rows_after_rerun"]}
+    assert len(again) == len(driven["rows_after_rerun"]) == len(driven["rows"])
+    for row in driven["rows"]:
+        other = again[_key(row)]
+        if row["reference"] == "estimator-test/rate-limited":
+            assert other["error"] == row["error"]
+        else:
+            assert other == row
+
+
+def test_a_killed_worker_loses_nothing(driven: dict[str, Any]) -> None:
+    assert len(driven["killed"]) == 1, "no task process was seen to kill"
+    assert driven["third"]["computed"] == 7 and driven["third"]["failed_tasks"] == []
+    assert _differences(driven["rows_killed"], driven["rows"]) == []
+    assert len(list((driven["out"] / "killed" / "data").glob("part-*.parquet"))) == 7
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_same_dataset_on_a_separately_started_cluster(driven: dict[str, Any], hub_server: str, tmp_path: Path) -> None:
+    """``ray start --head`` on loopback, then the CLI with ``--ray-address``: the rows of the local run."""
+    from testkit.hub_process import hub_env
+
+    ray = Path(sys.executable).with_name("ray")
+    port = _free_port()
+    env = {**hub_env(hub_server, tmp_path / "hf_home"), "RAY_AUTH_MODE": "token"}
+    head = subprocess.Popen([str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+                             "--include-dashboard", "false", "--disable-usage-stats", "--object-store-memory", str(100 * 2**20)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        models = tmp_path / "models.txt"
+        models.write_text("\n".join(driven["refs"]) + "\n")
+        out = tmp_path / "cluster"
+        args = [sys.executable, "-m", "estimator", "sweep", "--models", str(models), "--out", str(out), "--modes", "load", "inference",
+                "--dtypes", "float32,bfloat16", "--seq-len", "64", "--gpu", "L4", "--hub-retries", "1", "--ray-address", f"127.0.0.1:{port}",
+                "--no-progress"]
+        done = None
+        for _ in range(30):  # the head takes a few seconds to listen
+            done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+            if "could not reach" not in done.stderr and "Failed to connect" not in done.stderr:
+                break
+        assert done is not None and done.returncode == 0, done.stderr[-3000:] if done else ""
+        assert "7 models: 7 estimated" in done.stdout
+        import pyarrow.dataset as ds
+
+        cluster = ds.dataset(out / "data").to_table().drop_columns(list(VOLATILE)).to_pylist()
+        assert _differences(cluster, driven["rows"]) == []
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
