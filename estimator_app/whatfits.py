@@ -170,15 +170,21 @@ def _local_files(source: str) -> Path:
     if path.exists():
         return path
     if "/" in source and not source.startswith((".", "/", "~")) and source.count("/") == 1:
-        from huggingface_hub import snapshot_download
-
-        try:
-            folder = snapshot_download(source, repo_type="dataset", allow_patterns=["*.parquet", "**/*.parquet"])
-        except Exception as exc:  # noqa: BLE001 - any Hub failure is the same advice to the person who set the variable
-            raise DatasetError(f"Could not download the sweep dataset {source!r} from the Hub ({type(exc).__name__}); "
-                               f"check {ENV} (a Parquet file, a sweep's folder or a Hub dataset ORG/NAME).") from None
-        return Path(folder)
+        return _hub_folder(source)
     raise DatasetError(f"The sweep dataset {source!r} does not exist; set {ENV} to a Parquet file, a sweep's folder or a Hub dataset ORG/NAME.")
+
+
+@functools.lru_cache(maxsize=4)
+def _hub_folder(repo_id: str) -> Path:
+    """The Hub dataset's Parquet files, downloaded once per process (a restart reads a newer revision)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.parquet", "**/*.parquet"])
+    except Exception as exc:  # noqa: BLE001 - any Hub failure is the same advice to the person who set the variable
+        raise DatasetError(f"Could not download the sweep dataset {repo_id!r} from the Hub ({type(exc).__name__}); "
+                           f"check {ENV} (a Parquet file, a sweep's folder or a Hub dataset ORG/NAME).") from None
+    return Path(folder)
 
 
 def load(source: str) -> Sweep:
