@@ -1,6 +1,7 @@
 """The serving planner against real vLLM 0.19 start-ups: every run of tests/data/vllm_runs, rank by rank.
 
     python -m bench.vllm_runs            # writes bench/results/vllm_runs.md and bench/results/vllm_runs.json
+    python -m bench.vllm_runs --smoke    # the first two runs, nothing written (CI)
 
 For each run that sized its KV cache (testkit.vllm_runs.replay: the run's own settings, the model's
 config.json, the H100 80GB of the GPU table): weights, the profile run's torch peak increase, the
@@ -35,10 +36,17 @@ def _cell(ours: float | None, theirs: float | None, digits: int = 2) -> str:
     return f"{ours:.{digits}f} / {theirs:.{digits}f} ({err:+.1f}%)" if err is not None else f"{ours} / {theirs}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from bench._smoke import SMOKE_HELP
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
     started = time.perf_counter()
     records = []
-    for run in sized_runs():
+    for run in sized_runs()[:2] if args.smoke else sized_runs():
         rp = replay(run)
         for (name, vllm, ours), phase in zip(rp.ranks, rp.phases, strict=True):
             records.append({
@@ -89,6 +97,9 @@ def main() -> int:
         tokens = _cell(*r["kv_tokens"], digits=0) if r["kv_tokens"] else ""
         lines.append(f"| {r['run_id']} | {r['rank']} | {settings} | {_cell(*r['weights'])} | {_cell(*r['peak'])} ({r['phase']}) | "
                      f"{_cell(*r['non_torch'])} | {_cell(*r['available_kv'])} | {tokens} |")
+    if args.smoke:
+        print("\n".join(lines[:14]))
+        return 0
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "vllm_runs.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "vllm_runs.json").write_text(json.dumps({"summary": summary, "ranks": records}, indent=1) + "\n")
