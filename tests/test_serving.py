@@ -196,3 +196,18 @@ def test_bad_serving_flags_exit_2(flags: list[str], match: str) -> None:
 def test_vllm_options_are_refused_outside_serving() -> None:
     with pytest.raises(BadOptionError, match="shape --mode serving only"):
         estimate(LLAMA, mode="inference", tensor_parallel_size=2)
+
+
+def test_an_image_text_to_text_model_is_served_with_its_encoder_profiled() -> None:
+    """Gemma-3-4B (tests/data/serving: a reconstruction of its config): vLLM's multimodal profile run encodes
+    8,192 // 256 = 32 images of 896 px (4,096 patches each) and keeps their 256 embeddings each in the encoder cache."""
+    gemma3 = str(ROOT / "tests" / "data" / "serving" / "gemma-3-4b-it")
+    s = estimate(gemma3, mode="serving", gpu="H100-80GB", dtypes="bfloat16", max_model_len=8192).row("bfloat16").serving
+    rank = s["ranks"][0]
+    assert rank["kept_bytes"]["encoder_cache"] == 32 * 256 * 2560 * 2
+    pixels, rows = 32 * 3 * 896 * 896 * 2, 32 * 4096
+    assert rank["encoder_bytes"] == pixels + rows * (2 * 1152 + 2 * 4304) * 2  # the ViT's busiest layer: its MLP
+    assert s["profile_peak_bytes"] == sum(rank["kept_bytes"].values()) + max(rank["forward_bytes"], rank["sampler_bytes"],
+                                                                             rank["encoder_bytes"])
+    assert s["kv_cache_groups"] == 7  # 5 full and 29 sliding layers in groups of 5: 1 full group, 6 sliding ones
+    assert s["fits"] is True

@@ -26,13 +26,18 @@ under TP), their float32 copy (``Sampler.forward``), and what the version's top-
 **Kept for the run**: torch's cuBLAS workspace (the first matmul allocates it), and on a stage after
 the first, the intermediate tensors it receives (hidden states and residual, allocated by the first
 ``_dummy_run``).
+
+**Image-text-to-text models** (``profile_run``'s multimodal branch, first stage): before the text run
+vLLM encodes the most images one step's encoder budget holds (``max_num_batched_tokens`` over one
+image's placeholder tokens; Gemma-3: 256) at the processor's largest size, and keeps their embeddings
+in the encoder cache until the run ends; the encoder runs eagerly (:func:`_encoder_bytes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.serving.shapes import LayerShape, ModelShape
+from estimator.serving.shapes import LayerShape, ModelShape, VisionShape
 from estimator.serving.versions import VLLMRules
 
 __all__ = ["ProfileEstimate", "profile_peak"]
@@ -51,9 +56,29 @@ class ProfileEstimate:
     sampler_bytes: int  # the sampler phase's live tensors (0 off the last stage)
     kept_bytes: dict[str, int]  # allocated during the run and kept (cuBLAS workspace, MoE workspace, PP buffers)
 
+    encoder_bytes: int = 0  # image-text-to-text: the dummy encoder run (first stage)
+
     @property
     def phase(self) -> str:
-        return "sampler" if self.sampler_bytes >= self.forward_bytes else "forward"
+        busiest = max(self.forward_bytes, self.sampler_bytes, self.encoder_bytes)
+        return "encoder" if busiest == self.encoder_bytes else "sampler" if busiest == self.sampler_bytes else "forward"
+
+
+def encoder_items(vision: VisionShape, tokens: int) -> int:
+    """Images in vLLM's dummy encoder batch (``MultiModalBudget``): the encoder budget (``max_num_batched_tokens``,
+    at least one image's tokens) over one image's tokens."""
+    return max(1, max(tokens, vision.tokens_per_image) // vision.tokens_per_image)
+
+
+def _encoder_bytes(vision: VisionShape, items: int, tp: int, act: int) -> int:
+    """The dummy encoder run, eager (``profile_run`` -> ``embed_multimodal``): the dummy ``pixel_values``, then in the
+    busiest ViT layer the residual and the normed input beside the attention's merged QKV and output, or the MLP's
+    ``fc1`` output and its activation (out of place)."""
+    pixels = items * vision.channels * vision.image_size**2 * act
+    rows = items * vision.patches
+    attention = 2 * vision.hidden + 3 * vision.hidden // tp + vision.hidden // tp
+    mlp = 2 * vision.hidden + 2 * vision.intermediate // tp
+    return pixels + rows * max(attention, mlp) * act
 
 
 def _moe_workspace(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int) -> int:
@@ -98,4 +123,9 @@ def profile_peak(
         fp32 = requests * vocab * 4
         sampler = (tokens * hidden * act_bytes + requests * hidden * act_bytes + logits + (fp32 if act_bytes != 4 else 0)
                    + rules.sampler_fp32_copies * fp32 + rules.sampler_scratch_bytes)
-    return ProfileEstimate(sum(kept.values()) + max(forward, sampler), forward, sampler, kept)
+    encoder = 0
+    if shape.vision is not None and first:  # the encoder outputs stay in the encoder cache through the text run
+        items = encoder_items(shape.vision, tokens)
+        encoder = _encoder_bytes(shape.vision, items, tp, act_bytes)
+        kept["encoder_cache"] = items * shape.vision.tokens_per_image * hidden * act_bytes
+    return ProfileEstimate(sum(kept.values()) + max(forward, sampler, encoder), forward, sampler, kept, encoder)

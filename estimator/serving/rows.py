@@ -61,7 +61,9 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
                                                   "bfloat16 weights (vLLM's --dtype); peak_bytes is null")))
             continue
         model = build(resolved, dtype, trust_remote_code=load.trust_remote_code)
-        if detect_kind(model) is not ModelKind.CAUSAL_LM:
+        image_text = (getattr(model.config, "vision_config", None) is not None and not model.config.is_encoder_decoder
+                      and type(model).__name__.endswith("ForConditionalGeneration"))  # image-text-to-text (Gemma-3, LLaVA)
+        if detect_kind(model) is not ModelKind.CAUSAL_LM and not image_text:
             raise UnsupportedError([Option("mode"), f" serving plans text generation; {resolved.name} is not a causal "
                                     "language model."], model_id=resolved.name)
         config = model.config
@@ -112,6 +114,7 @@ def _rank_dict(stage: int, p: ServingPlan, prof: ProfileEstimate) -> dict[str, A
     return {"stage": stage, "weights_bytes": p.weights_bytes, "profile_peak_bytes": p.profile_peak_bytes,
             "non_torch_bytes": p.non_torch_bytes, "available_kv_cache_bytes": p.available_kv_bytes,
             "num_blocks": p.blocks.num_blocks, "forward_bytes": prof.forward_bytes, "sampler_bytes": prof.sampler_bytes,
+            "encoder_bytes": prof.encoder_bytes,
             "kept_bytes": dict(prof.kept_bytes)}
 
 
@@ -134,7 +137,9 @@ def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType, prof: P
         f"is allocated, in the other {1 - p.gpu_memory_utilization:.0%}, unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)",
         f"profile run (vLLM's profile_run, its kernels per layer): {p.max_num_batched_tokens:,} tokens in "
         f"{min(p.max_num_seqs, p.max_num_batched_tokens):,} requests; busiest decoder layer {prof.forward_bytes:,} bytes, "
-        f"sampler phase {prof.sampler_bytes:,} bytes, kept {kept}: peak above the weights {p.profile_peak_bytes:,} "
+        f"sampler phase {prof.sampler_bytes:,} bytes, "
+        + (f"encoder run (images at once, as vLLM's multimodal profiling) {prof.encoder_bytes:,} bytes, " if prof.encoder_bytes else "")
+        + f"kept {kept}: peak above the weights {p.profile_peak_bytes:,} "
         f"(the {prof.phase} phase)",
         f"non-torch memory {p.non_torch_bytes:,} bytes per rank: what vLLM {serving.vllm_version.value} logs on an H100 "
         "(CUDA context growth, cuBLAS, NCCL buffers under tensor parallelism; docs/serving.md)",

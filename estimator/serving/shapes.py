@@ -36,11 +36,29 @@ class LayerShape:
 
 
 @dataclass(frozen=True)
+class VisionShape:
+    """An image-text-to-text model's vision encoder (a ViT: SigLIP, CLIP) as vLLM's dummy encoder run feeds it."""
+
+    hidden: int
+    intermediate: int
+    layers: int
+    image_size: int
+    patch_size: int
+    channels: int
+    tokens_per_image: int  # the language model's placeholders one image takes (its encoder output rows)
+
+    @property
+    def patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+@dataclass(frozen=True)
 class ModelShape:
     hidden: int
     vocab: int
     layers: tuple[LayerShape, ...]
     kv_lora_rank: int | None  # multi-head latent attention
+    vision: VisionShape | None = None
 
 
 def _is_proj(module: nn.Module) -> bool:
@@ -123,8 +141,9 @@ def _layer(layer: nn.Module, text: Any, hidden: int) -> LayerShape:
 
 
 def _decoder_layers(model: nn.Module) -> nn.ModuleList:
+    language = next((m for n, m in model.named_modules() if n.endswith("language_model")), None)
     best: nn.ModuleList | None = None
-    for _, module in model.named_modules():
+    for _, module in (language or model).named_modules():
         if (isinstance(module, nn.ModuleList) and len(module) and (best is None or len(module) > len(best))
                 and any(_is_proj(m) for m in module[0].modules())):
             best = module
@@ -141,4 +160,18 @@ def model_shape(model: nn.Module) -> ModelShape:
     vocab = int(text.vocab_size)
     layers = tuple(_layer(layer, text, hidden) for layer in _decoder_layers(model))
     kv_lora = getattr(text, "kv_lora_rank", None)
-    return ModelShape(hidden, vocab, layers, int(kv_lora) if isinstance(kv_lora, int) else None)
+    return ModelShape(hidden, vocab, layers, int(kv_lora) if isinstance(kv_lora, int) else None, _vision(config))
+
+
+def _vision(config: Any) -> VisionShape | None:
+    vision = getattr(config, "vision_config", None)
+    if vision is None:
+        return None
+    needed = ("hidden_size", "intermediate_size", "num_hidden_layers", "image_size", "patch_size")
+    if not all(isinstance(getattr(vision, k, None), int) for k in needed):
+        raise UnsupportedError(f"{type(vision).__name__} is not a ViT the serving plan reads (hidden_size, intermediate_size, "
+                               "num_hidden_layers, image_size, patch_size): its encoder profiling is not modelled.")
+    patches = (vision.image_size // vision.patch_size) ** 2
+    tokens = getattr(config, "mm_tokens_per_image", None) or getattr(config, "image_seq_length", None) or patches
+    return VisionShape(int(vision.hidden_size), int(vision.intermediate_size), int(vision.num_hidden_layers), int(vision.image_size),
+                       int(vision.patch_size), int(getattr(vision, "num_channels", 3) or 3), int(tokens))

@@ -141,6 +141,9 @@ def rank_weights(model: nn.Module, *, act_bytes: int, quant: Quant, tp: int = 1,
     for name, param in model.named_parameters():
         shape = tuple(int(d) for d in param.shape)
         numel = param.numel()
+        if "vision" in name or "multi_modal" in name:  # the encoder and projector: first stage, matrices split over TP
+            totals[0] += numel * act_bytes / (tp if param.dim() >= 2 else 1)
+            continue
         match = _LAYER.search(name)
         if _EMBED.search(name) or _HEAD.search(name):
             per_rank = vocab_rows * shape[1] * act_bytes if len(shape) == 2 else numel * act_bytes
