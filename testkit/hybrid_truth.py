@@ -160,10 +160,11 @@ _PRELOAD = ["torch", "transformers", "estimator.peak", "testkit.hybrid_truth",
             *(f"transformers.models.{t}.modeling_{t}" for t, _o, _w in _FAMILIES.values())]
 
 
-def _run(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
+def _run(job: tuple[str, str, str], limit: bool = True) -> tuple[tuple[str, str, str], Any]:
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (_MEMORY_LIMIT, _MEMORY_LIMIT))  # a scan that runs away fails, not the machine
+    if limit:  # in a measuring child: a scan that runs away fails, not the machine
+        resource.setrlimit(resource.RLIMIT_AS, (_MEMORY_LIMIT, _MEMORY_LIMIT))
     kind, case, mode = job
     try:
         value: Any = measure(case, mode)["peak_bytes"] if kind == "truth" else simulate(case, mode)
@@ -177,12 +178,17 @@ _MEMORY_LIMIT = 6 << 30
 
 def run_all(cases: list[str], modes: list[str], processes: int = 2) -> dict[tuple[str, str, str], Any]:
     """``{(kind, case, mode): truth peak bytes | simulation dict | error string}``, kind ``truth`` or
-    ``sim``, each job in a fresh forked process (a ``forkserver`` that has imported the models)."""
-    jobs = [(kind, c, m) for c in cases for m in modes for kind in ("truth", "sim")]
+    ``sim``. Each measurement runs in a fresh forked process (a ``forkserver`` that has imported the
+    models); the simulations, which leave nothing behind that a later one would count, run here
+    meanwhile."""
+    jobs = [("truth", c, m) for c in cases for m in modes]
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
     with ctx.Pool(processes, maxtasksperchild=1) as pool:
-        return dict(pool.imap_unordered(_run, jobs))
+        pending = pool.map_async(_run, jobs)
+        found = dict(_run(("sim", c, m), limit=False) for c in cases for m in modes)
+        found.update(pending.get())
+    return found
 
 
 if __name__ == "__main__":
