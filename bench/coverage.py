@@ -10,6 +10,7 @@ timeout). Rows go to ``bench/results/coverage_<tag>.jsonl`` as they come, so a r
 resumes where it left (``--retry`` runs the listed types again). ``--report`` writes
 ``bench/results/coverage_<tag>.md`` (by category, by failure cause, what remains) and
 ``coverage_<tag>.csv`` from the jsonl; ``--compare before after`` writes the before/after tables.
+``--smoke``: one type (gpt2) in one worker, its row in a temporary folder, nothing written here (CI).
 """
 
 from __future__ import annotations
@@ -244,7 +245,27 @@ def _q(values: list[float], q: float) -> str:
     return f"{values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]:.2f}" if values else "-"
 
 
-def main() -> None:
+def smoke() -> int:
+    """One type through the whole path (worker process, limits, the row), into a temporary results folder."""
+    import tempfile
+
+    global RESULTS
+    kept, RESULTS = RESULTS, Path(tempfile.mkdtemp(prefix="coverage_smoke_"))
+    try:
+        run("smoke", ["gpt2"], workers=1, timeout=120.0)
+        row = json.loads((RESULTS / "coverage_smoke.jsonl").read_text().splitlines()[0])
+    finally:
+        import shutil
+
+        shutil.rmtree(RESULTS, ignore_errors=True)
+        RESULTS = kept
+    print(json.dumps({m: row.get(m, {}).get("status") for m in MODES} | {"model_type": row["model_type"], "status": row.get("status")}))
+    return 0 if row.get("status") == "done" and all(row[m]["status"] == "ok" for m in MODES) else 1
+
+
+def main(argv: list[str] | None = None) -> int | None:
+    from bench._smoke import SMOKE_HELP
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="after", help="name of the run (results file coverage_<tag>.jsonl)")
@@ -253,7 +274,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="worker processes (at most 2)")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds per type")
     parser.add_argument("--report", metavar="TAG", help="write coverage_TAG.md and .csv from its jsonl")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        return smoke()
     if args.worker:
         worker()
         return
@@ -270,4 +294,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
