@@ -5,7 +5,8 @@ Every case of ``testkit/hybrid_truth.py`` (Mamba, Mamba2, Jamba, Falcon-H1, Bamb
 Qwen3-Next, LFM2; two sequence lengths each) in both modes: the CPU allocator's peak of the real
 ``generate`` (prefill + 7 decode steps) or of two AdamW steps, each in a fresh process with the
 model built inside the profiled region, against ``simulate_peak(..., device="cpu")``. Errors are
-(simulated - measured) / measured. ``--only FAMILY[,FAMILY]`` runs those families and writes nothing.
+(simulated - measured) / measured. ``--only FAMILY[,FAMILY]`` runs those families and writes nothing;
+``--smoke`` runs the first case in inference only and writes nothing (CI).
 """
 
 from __future__ import annotations
@@ -22,16 +23,22 @@ from testkit.hybrid_truth import HYBRID_CASES, run_all
 MODES = ["inference", "training"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    from bench._smoke import SMOKE_HELP
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench/results/hybrid_accuracy.md"))
     parser.add_argument("--only", default=None)
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
     cases = list(HYBRID_CASES)
+    modes = MODES
     if args.only:
         cases = [c for c in cases if c.rsplit("_", 1)[0] in args.only.split(",")]
+    if args.smoke:
+        cases, modes = cases[:1], ["inference"]
     start = time.perf_counter()
-    results = run_all(cases, MODES)
+    results = run_all(cases, modes)
     seconds = time.perf_counter() - start
     lines = [
         "# Hybrid and SSM decoders: simulated peak vs measured on CPU", "",
@@ -46,7 +53,7 @@ def main() -> None:
     ]
     worst = 0.0
     for case in cases:
-        for mode in MODES:
+        for mode in modes:
             truth, sim = results[("truth", case, mode)], results[("sim", case, mode)]
             what = HYBRID_CASES[case].what
             if not isinstance(truth, int) or not isinstance(sim, dict):
@@ -62,10 +69,12 @@ def main() -> None:
                          f"{comps.get('kv_cache', 0):,} | {comps.get('conv_state', 0):,} | {comps.get('ssm_state', 0):,} |")
             print(lines[-1], flush=True)
     lines += ["", f"Largest error outside the known gaps: {worst:.2%}."]
-    if not args.only:
+    if not args.only and not args.smoke:
         args.out.write_text("\n".join(lines) + "\n")
         print(f"wrote {args.out}")
+    failed = any(not isinstance(results[("truth", c, m)], int) or not isinstance(results[("sim", c, m)], dict) for c in cases for m in modes)
+    return 1 if args.smoke and failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
