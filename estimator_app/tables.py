@@ -219,7 +219,20 @@ def serving_html(estimate: Estimate) -> str:
         records.append(record)
     gpu = estimate.options.get("gpu") or estimate.options.get("gpu_memory") or "the GPU"
     return (frame_html(pd.DataFrame.from_records(records), label=f"Serving plan on {gpu}")
-            + '<p class="mme-note">As vLLM V1 plans it at start-up (docs/serving.md says where its accounting differs).</p>')
+            + f'<p class="mme-note">{_serving_scope(planned[0].serving or {})}As vLLM plans it at start-up '
+              '(docs/serving.md says where its accounting differs).</p>')
+
+
+def _serving_scope(plan: dict[str, object]) -> str:
+    """Which vLLM and how many GPUs the figures are for (per rank under tensor or pipeline parallelism)."""
+    version = plan.get("vllm_version")
+    tp, pp = plan.get("tensor_parallel_size", 1), plan.get("pipeline_parallel_size", 1)
+    scope = f"vLLM {version}. " if version else ""
+    if tp != 1 or pp != 1:
+        scope += (f"Per GPU of {tp} x {pp} (tensor x pipeline parallel)"
+                  + (f"; pipeline stage {plan.get('limiting_stage')} has the fewest blocks and sizes every stage's cache" if pp != 1 else "")
+                  + ". ")
+    return scope
 
 
 def results_html(estimate: Estimate) -> str:

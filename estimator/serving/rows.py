@@ -61,7 +61,8 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
                                                   "bfloat16 weights (vLLM's --dtype); peak_bytes is null")))
             continue
         model = build(resolved, dtype, trust_remote_code=load.trust_remote_code)
-        image_text = (getattr(model.config, "vision_config", None) is not None and not model.config.is_encoder_decoder
+        built_config: Any = model.config
+        image_text = (getattr(built_config, "vision_config", None) is not None and not built_config.is_encoder_decoder
                       and type(model).__name__.endswith("ForConditionalGeneration"))  # image-text-to-text (Gemma-3, LLaVA)
         if detect_kind(model) is not ModelKind.CAUSAL_LM and not image_text:
             raise UnsupportedError([Option("mode"), f" serving plans text generation; {resolved.name} is not a causal "
