@@ -77,7 +77,7 @@ def show(gpu: str | None, memory: str | None, use: str, dtype: str | None, scena
     except Exception:
         logger.exception("what-fits query failed: %r", query)
         return '<div class="mme-error" role="alert">Internal error; the server logged it.</div>', gr.skip(), ""
-    return f'<p class="fits-summary">{escape(found.summary)}</p>', found.table, whatfits.to_params(query)
+    return f'<p class="fits-summary">{escape(found.summary)}</p>', found.table, whatfits.to_params(found.query)
 
 
 def load_link(request: gr.Request) -> tuple[Any, ...]:

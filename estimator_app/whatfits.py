@@ -100,12 +100,14 @@ class Query:
 
 @dataclass(frozen=True)
 class Answer:
-    """The table (``COLUMNS``; the model cell a Markdown link to its share link), and one line saying what it holds."""
+    """The table (``COLUMNS``; the model cell a Markdown link to its share link), one line saying what it holds,
+    and the query as answered (its scenario resolved)."""
 
     table: pd.DataFrame
     summary: str
     fitting: int
     considered: int
+    query: Query
 
 
 def _dtype_order(dtype: str) -> tuple[int, str]:
@@ -295,7 +297,7 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
         summary += f"; {n_unknown:,} without a figure for this (their notes in the dataset say why)"
     if n_failed:
         summary += f"; {n_failed:,} could not be estimated (their errors are in the dataset)"
-    return Answer(table=table, summary=summary + ".", fitting=len(fit), considered=considered)
+    return Answer(table=table, summary=summary + ".", fitting=len(fit), considered=considered, query=replace(query, scenario=scenario))
 
 
 def from_params(params: Mapping[str, str]) -> Query | None:
