@@ -84,7 +84,8 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
     ``recompute_layer_types=False``, it is cut like the other lists); a backbone's ``out_features``
     and ``out_indices`` are set to ``None`` (the last stage); state-space widths follow the new
     hidden size (``mamba_n_heads * mamba_d_head`` and Mamba2's ``num_heads * head_dim`` equal
-    ``expand * hidden_size``, groups 1).
+    ``expand * hidden_size``, groups 1); an encoder-decoder without ``decoder_start_token_id`` gets
+    its ``pad_token_id`` there, as T5's checkpoints state it.
     """
     return _shrink(dict(config), level, _token_map(config) if level <= 2 else {}, recompute_layer_types)
 
@@ -170,6 +171,8 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
     for key in ("out_features", "out_indices"):
         if out.get(key) is not None:
             out[key] = None
+    if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None and isinstance(out.get("pad_token_id"), int):
+        out["decoder_start_token_id"] = out["pad_token_id"]  # as T5's checkpoints state it (transformers 5's default has none)
     if level == 1:
         _fit_ssm(out)
         if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):

@@ -65,6 +65,8 @@ class Workload:
     train_loss: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]
     infer: Callable[[nn.Module, dict[str, torch.Tensor]], Any]
     description: str
+    # entered around the whole step, above the tracker (known input values: estimator.peak.known_values)
+    context: Callable[[], Any] | None = None
 
 
 def _is_timm(model: nn.Module) -> bool:
@@ -245,12 +247,14 @@ def workload_for(
     vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
     classes = _num_labels(model)
 
+    token = ordinary_token(config, vocab)
+
     def make_text() -> dict[str, torch.Tensor]:
-        ids = torch.randint(0, vocab, (b, n))
+        ids = _known_ids((b, n), vocab, token)
         if kind is ModelKind.SEQUENCE_CLASSIFICATION:
             return {"input_ids": ids, "labels": torch.randint(0, classes, (b,))}
         if kind is ModelKind.SEQ2SEQ_LM:
-            return {"input_ids": ids, "labels": torch.randint(0, vocab, (b, n))}
+            return {"input_ids": ids, "labels": _known_ids((b, n), vocab, token)}
         if kind in (ModelKind.CAUSAL_LM, ModelKind.MASKED_LM):
             return {"input_ids": ids, "labels": ids}
         return {"input_ids": ids}
@@ -272,4 +276,35 @@ def workload_for(
             return m(input_ids=ids, decoder_input_ids=decoder_ids, **prefill_kwargs(m))
         return m(input_ids=ids)
 
-    return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}")
+    from estimator.peak.known_values import KnownValues
+
+    return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}", context=KnownValues)
+
+
+def ordinary_token(config: Any, vocab: int) -> int:
+    """The smallest token id that no ``*_token_id`` / ``*_token_index`` of the config names (padding,
+    start, end, image...): a prompt of ordinary text, whose masks a model may ask about."""
+    special: set[int] = set()
+    for part in (config, getattr(config, "get_text_config", lambda: config)()):
+        for key, value in vars(part).items() if hasattr(part, "__dict__") else ():
+            if key.endswith(("_token_id", "_token_index", "_token_ids")):
+                for v in value if isinstance(value, (list, tuple)) else [value]:
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        special.add(v)
+    return next((i for i in range(min(vocab, len(special) + 1)) if i not in special), 0)
+
+
+def _known_ids(shape: tuple[int, int], vocab: int, token: int) -> torch.Tensor:
+    """Token ids (a fake inside the fake mode) whose values, ``token`` everywhere, are known to
+    :class:`~estimator.peak.known_values.KnownValues` (outside a fake mode: random ids, as before): a model's questions about its ids (is there
+    padding, ``padding_mask.any()``; how long is each sequence) are answered as the real run answers them."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from estimator.peak.known_values import know
+
+    ids = torch.randint(0, vocab, shape)
+    if not isinstance(ids, torch._subclasses.fake_tensor.FakeTensor):
+        return ids  # real inputs (the truth runs), as they always were
+    with _disable_current_modes():
+        real = torch.full(shape, token, dtype=torch.long)
+    return know(ids, real)
