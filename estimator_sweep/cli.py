@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{report.requested} models: {report.computed} estimated, {report.skipped} already there; {report.rows_written} rows written "
               f"({report.failed_rows} with an error) in {report.seconds:.1f} s on {report.workers} workers: {Path(args.out) / 'data'}")
         if args.push_to_hub:
-            from estimator_sweep.publish import push_to_hub
+            from estimator_sweep.card import push_to_hub
 
             url = push_to_hub(Path(args.out), args.push_to_hub, grid=grid)
             print(f"pushed: {url}")

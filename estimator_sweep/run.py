@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from estimator_sweep.card import write_card
 from estimator_sweep.engine import Job, Outcome, Session, run_jobs
 from estimator_sweep.grid import Grid
 from estimator_sweep.rows import error_rows
@@ -146,5 +147,6 @@ def sweep(
     finally:
         bar.close()
         session.close()
+    write_card(out, grid)
     report.seconds = time.monotonic() - started
     return replace(report)

@@ -87,7 +87,10 @@ Endpoints: ``GET /api/models/{id}[/revision/{rev}]`` (``expand=``/``expand[]=``,
 ``HEAD|GET /{id}/resolve/{rev}/{path}`` (Range -> 206), ``GET /api/whoami-v2``,
 ``GET|POST /api/models/{id}/discussions``, ``GET /api/models/{id}/discussions/{num}``; test-only
 ``GET /_standin/discussions`` (every received post: repo, title, description, token, author, num) and
-``POST /_standin/reset``. No Xet headers are ever sent.
+``POST /_standin/reset``. No Xet headers are ever sent. ``GET /api/models`` lists the model repos
+(``search``, ``pipeline_tag``, ``filter``, ``limit``); dataset repos are created, committed to and
+read back in memory (``tests/hub_datasets.py``: ``POST /api/repos/create``, ``preupload``, ``commit``
+NDJSON with inline files, ``/api/datasets/{id}[/revision|/tree]``, ``/datasets/{id}/resolve``).
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 if __package__ in (None, ""):  # run as a plain script (python tests/hub_server.py): the repo root on the path
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testkit import hub_repos  # noqa: E402  (after the path fix above)
-from tests import hub_discussions  # noqa: E402
+from tests import hub_datasets, hub_discussions  # noqa: E402
 
 TOKENS: dict[str, dict[str, Any]] = {
     "hf_standin_user": {"name": "standin-user", "role": "write", "approved": True},
@@ -136,6 +139,7 @@ class HubState:
     def __init__(self) -> None:
         self.repos, self.aliases = hub_repos.load_repos()
         self.discussions = hub_discussions.DiscussionStore()
+        self.datasets = hub_datasets.DatasetStore()  # dataset repos pushed by clients (estimate-memory sweep --push-to-hub)
         self.stopping = threading.Event()
 
 
@@ -169,8 +173,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self.user = self._auth()
             self._route(method, url.path)
-        except HubError as err:
-            headers = {"X-Error-Message": err.message, **err.headers}
+        except (HubError, hub_datasets.DatasetError) as err:
+            headers = {"X-Error-Message": err.message, **getattr(err, "headers", {})}
             if err.code:
                 headers["X-Error-Code"] = err.code
             self._send_json(err.status, {"error": err.message}, headers)
@@ -228,7 +232,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, self.state.discussions.posts())
         if path == "/_standin/reset" and method == "POST":
             self.state.discussions.reset()
+            self.state.datasets.reset()
             return self._send_json(200, {"ok": True})
+        if hub_datasets.route(self, method, segs):  # dataset repos (create, commit, read back) and GET /api/models
+            return None
         if len(segs) >= 3 and segs[:2] == ["api", "models"]:
             rest = segs[2:]
             n = 1 if rest[0] in self.state.aliases and (len(rest) == 1 or rest[1] in API_SUFFIXES) else 2

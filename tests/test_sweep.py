@@ -203,3 +203,37 @@ def test_same_dataset_on_a_separately_started_cluster(driven: dict[str, Any], hu
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
+
+
+PUSH_AND_READ = """
+import json, sys
+from pathlib import Path
+import pyarrow.parquet as pq
+from huggingface_hub import HfApi, snapshot_download
+from estimator_sweep import Grid
+from estimator_sweep.card import push_to_hub
+out, grid = Path(sys.argv[1]), Grid(**{k: tuple(v) for k, v in json.loads(sys.argv[2]).items()})
+url = push_to_hub(out, "standin-user/what-fits", grid=grid)
+again = push_to_hub(out, "standin-user/what-fits", grid=grid)  # the repo exists; nothing changed
+files = sorted(HfApi().list_repo_files("standin-user/what-fits", repo_type="dataset"))
+local = snapshot_download("standin-user/what-fits", repo_type="dataset", local_dir=str(out.parent / "downloaded"))
+print(json.dumps({"url": url, "again": again, "files": files, "rows": pq.read_table(Path(local) / "data").num_rows,
+                  "same": pq.read_table(Path(local) / "data").sort_by("task").equals(pq.read_table(out / "data").sort_by("task")),
+                  "card": (Path(local) / "README.md").read_text()}))
+"""
+
+
+def test_push_to_hub_then_read_back(driven: dict[str, Any], hub_server: str, tmp_path: Path) -> None:
+    """``push_to_hub`` through the real huggingface_hub client to the stand-in; read back with it, equal to what was written."""
+    from testkit.hub_process import hub_env
+
+    env = hub_env(hub_server, tmp_path / "hf_home", HF_TOKEN="hf_standin_user")
+    done = subprocess.run([sys.executable, "-c", PUSH_AND_READ, str(driven["out"] / "first"), json.dumps(GRID)], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    parts = sorted(p.name for p in (driven["out"] / "first" / "data").glob("part-*.parquet"))
+    assert got["files"] == ["README.md", *(f"data/{p}" for p in parts)]
+    assert got["rows"] == len(driven["rows"]) and got["same"] is True
+    assert "/datasets/standin-user/what-fits/commit/" in got["url"] and got["again"].rsplit("/", 1)[-1] == got["url"].rsplit("/", 1)[-1]
+    assert "How the figures were obtained" in got["card"] and "simulated" in got["card"] and "path: data/*.parquet" in got["card"]
