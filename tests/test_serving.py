@@ -205,6 +205,7 @@ def test_an_image_text_to_text_model_is_served_with_its_encoder_profiled() -> No
     s = estimate(gemma3, mode="serving", gpu="H100-80GB", dtypes="bfloat16", max_model_len=8192).row("bfloat16").serving
     rank = s["ranks"][0]
     assert rank["kept_bytes"]["encoder_cache"] == 32 * 256 * 2560 * 2
+    assert rank["kept_bytes"]["mm_dummy_inputs"] == 32 * 3 * 896 * 896 * 4  # float32 pixel_values, held by profile_run
     pixels, rows = 32 * 3 * 896 * 896 * 2, 32 * 4096
     assert rank["encoder_bytes"] == pixels + rows * (2 * 1152 + 2 * 4304) * 2  # the ViT's busiest layer: its MLP
     assert s["profile_peak_bytes"] == sum(rank["kept_bytes"].values()) + max(rank["forward_bytes"], rank["sampler_bytes"],

@@ -19,7 +19,7 @@ from vLLM's persistent workspace manager, so they stay allocated; MXFP4 experts 
 triton_kernels) allocate theirs inside the kernel and free them.
 
 **Sampler** (last stage): the model's output (tokens x hidden) and the gathered hidden states of the
-requests, the logits in the model's dtype (``compute_logits``: requests x the 64-padded vocab, all-gathered
+requests with the ``torch.rand_like`` copy ``_dummy_sampler_run`` feeds the sampler instead, the logits in the model's dtype (``compute_logits``: requests x the 64-padded vocab, all-gathered
 under TP), their float32 copy (``Sampler.forward``), and what the version's top-k/top-p sampler makes
 (:mod:`estimator.serving.versions`).
 
@@ -29,8 +29,9 @@ the first, the intermediate tensors it receives (hidden states and residual, all
 
 **Image-text-to-text models** (``profile_run``'s multimodal branch, first stage): before the text run
 vLLM encodes the most images one step's encoder budget holds (``max_num_batched_tokens`` over one
-image's placeholder tokens; Gemma-3: 256) at the processor's largest size, and keeps their embeddings
-in the encoder cache until the run ends; the encoder runs eagerly (:func:`_encoder_bytes`).
+image's placeholder tokens; Gemma-3: 256) at the processor's largest size (one float32 dummy image
+repeated, held until ``profile_run`` returns), and keeps their embeddings in the encoder cache until the
+run ends; the encoder runs eagerly (:func:`_encoder_bytes`).
 """
 
 from __future__ import annotations
@@ -70,10 +71,16 @@ def encoder_items(vision: VisionShape, tokens: int) -> int:
     return max(1, max(tokens, vision.tokens_per_image) // vision.tokens_per_image)
 
 
+def _pixel_batch(vision: VisionShape, items: int) -> int:
+    """The dummy ``pixel_values`` batch: one processed dummy image repeated ``items`` times, float32 as the HF image
+    processor makes it; ``profile_run`` holds it (``batched_dummy_mm_inputs``) until it returns."""
+    return items * vision.channels * vision.image_size**2 * 4
+
+
 def _encoder_bytes(vision: VisionShape, items: int, tp: int, act: int) -> int:
-    """The dummy encoder run, eager (``profile_run`` -> ``embed_multimodal``): the dummy ``pixel_values``, then in the
-    busiest ViT layer the residual and the normed input beside the attention's merged QKV and output, or the MLP's
-    ``fc1`` output and its activation (out of place)."""
+    """The dummy encoder run, eager (``profile_run`` -> ``embed_multimodal``): the pixels cast to the model's dtype,
+    then in the busiest ViT layer the residual and the normed input beside the attention's merged QKV and output, or
+    the MLP's ``fc1`` output and its activation (out of place)."""
     pixels = items * vision.channels * vision.image_size**2 * act
     rows = items * vision.patches
     attention = 2 * vision.hidden + 3 * vision.hidden // tp + vision.hidden // tp
@@ -121,11 +128,13 @@ def profile_peak(
         vocab = shape.vocab
         logits = requests * _round_up(vocab, 64) * act_bytes
         fp32 = requests * vocab * 4
-        sampler = (tokens * hidden * act_bytes + requests * hidden * act_bytes + logits + (fp32 if act_bytes != 4 else 0)
+        rows = requests * hidden * act_bytes  # the sampled rows, and the torch.rand_like of them the sampler is fed
+        sampler = (tokens * hidden * act_bytes + 2 * rows + logits + (fp32 if act_bytes != 4 else 0)
                    + rules.sampler_fp32_copies * fp32 + rules.sampler_scratch_bytes)
     encoder = 0
     if shape.vision is not None and first:  # the encoder outputs stay in the encoder cache through the text run
         items = encoder_items(shape.vision, tokens)
         encoder = _encoder_bytes(shape.vision, items, tp, act_bytes)
         kept["encoder_cache"] = items * shape.vision.tokens_per_image * hidden * act_bytes
+        kept["mm_dummy_inputs"] = _pixel_batch(shape.vision, items)
     return ProfileEstimate(sum(kept.values()) + max(forward, sampler, encoder), forward, sampler, kept, encoder)
