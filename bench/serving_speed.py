@@ -3,11 +3,10 @@
 Run from the repository root: ``python -m bench.serving_speed [--repeat N] [--out bench/results/serving_speed.md]``.
 Each round is one ``estimator.estimate(<the Llama-3.1-8B fixture folder>, mode="serving", ...)`` in
 bfloat16: resolving the local config, the load row (meta build), the model built again for the
-plan, vLLM's profile run simulated (2, 3, 4 layers extrapolated) and the plan. A local folder is
-never answered from the estimate cache; the profile run is cleared from its own cache
-(``estimator.serving.profile``, keyed by config, dtype and shape) before each round, so every round
-does the whole work ("warm": the process has run one before). A last column times a plan asked
-again with another ``gpu_memory_utilization``, which reuses the cached profile run. The first round
+plan, vLLM's profile run modelled from its kernels (``estimator.serving.activations``) and the plan. A
+local folder is never answered from the estimate cache, so every round does the whole work ("warm": the
+process has run one before). A last column times a plan asked again with another
+``gpu_memory_utilization``. The first round
 also pays PyTorch's first meta kernels (cold). Cases: an 80 GiB H100 with vLLM serve's defaults
 there (8,192 batched tokens, 1,024 sequences) and a 24 GiB GPU (2,048 / 256). ``--smoke``: a 2-layer Llama, the 24 GiB
 case at 512 tokens, one round, nothing written.
@@ -43,7 +42,6 @@ def main(argv: list[str] | None = None) -> int:
         model, cases, args.repeat, args.out = str(tiny_llama_folder()), (("24 GiB, max_model_len 512", {"gpu_memory": "24GiB", "max_model_len": 512}),), 1, None
     t0 = time.perf_counter()
     from estimator import estimate
-    from estimator.serving import profile
 
     imports = time.perf_counter() - t0
     lines = [f"imports: {imports:.2f} s"]
@@ -52,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
         times = []
         row = None
         for i in range(args.repeat):
-            profile._PROFILES.clear()
             t = time.perf_counter()
             row = estimate(model, mode="serving", dtypes="bfloat16", **kwargs).row("bfloat16")  # type: ignore[arg-type]
             times.append(time.perf_counter() - t)
@@ -72,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         f"`python -m bench.serving_speed --repeat {args.repeat}` on {platform.processor() or platform.machine()} "
         f"({platform.python_implementation()} {platform.python_version()}), a machine shared with other sessions. "
         f"Target: under {TARGET_S:g} s warm (the whole `estimate(..., mode=\"serving\")`: config, load row, "
-        "build, simulated profile run, plan). Imports before the first call: "
+        "build, the profile run modelled from vLLM's kernels, plan). Imports before the first call: "
         f"{imports:.2f} s.",
         "",
         "| case | first call (s) | warm median (s) | warm max (s) | again, utilization 0.85 (s) | profile run above weights (bytes) "

@@ -1,7 +1,8 @@
 """Serving rows (``mode="serving"``): one vLLM-style plan per dtype on one GPU.
 
 For each float32 / float16 / bfloat16 row: the model is built on meta in that dtype, vLLM's profile
-run is simulated (:mod:`estimator.serving.profile`), the KV layout is read from the config
+run is modelled from vLLM's kernels (:mod:`estimator.serving.activations`, per rank: :mod:`estimator.serving.ranks`),
+the KV layout is read from the config
 (:mod:`estimator.serving.kv`) and the plan made (:mod:`estimator.serving.plan`). The row's
 ``peak_bytes`` is what vLLM holds at its busiest: the weights, the profile run's peak above them
 (``activations``) and the KV-cache blocks it allocates (``kv_cache``); the plan itself is the row's
