@@ -116,6 +116,7 @@ def run_one(refs: list[str], grid: Any, workers: int, out: Path) -> dict[str, An
         started = time.monotonic()
         report = sweep(refs, out=out, grid=grid, workers=workers, limits=Limits(seconds=120, hub_retries=1, backoff_s=0.1), progress=None)
         seconds = time.monotonic() - started
+        load = os.getloadavg()[1]  # the 5-minute load average at the end: the machine is shared
     table = read_dataset(out)
     errors = table.column("error").drop_null().to_pylist()
     kinds: dict[str, int] = {}
@@ -124,7 +125,9 @@ def run_one(refs: list[str], grid: Any, workers: int, out: Path) -> dict[str, An
     return {"workers": workers, "references": len(refs), "seconds": round(seconds, 1), "rows": table.num_rows, "error_rows": len(errors),
             "error_kinds": kinds, "models_per_minute": round(len(refs) / seconds * 60, 1), "computed": report.computed,
             "worker_peak_rss_bytes": max(memory.peaks.values(), default=0), "worker_processes": len(memory.peaks),
-            "requested_rows_present": _all_present(table, refs, grid)}
+            "requested_rows_present": _all_present(table, refs, grid), "load_average_5min": round(load, 2),
+            "bug_messages": sorted({e for e, k in zip(table.column("error").to_pylist(), table.column("error_kind").to_pylist(), strict=True)
+                                    if k == "bug"})[:20]}
 
 
 def _all_present(table: Any, refs: list[str], grid: Any) -> bool:
@@ -138,11 +141,12 @@ def markdown(runs: list[dict[str, Any]], corpus: dict[str, int]) -> str:
     lines = ["# Sweep throughput (`python -m bench.sweep`)", "",
              f"Corpus: {sum(corpus.values())} references — " + ", ".join(f"{n} {k}" for k, n in corpus.items()) + ".",
              "Machine: 2 CPU cores shared with other work; local Ray (`estimator_sweep.sweep`, `address=\"local\"`).", "",
-             "| grid | workers | references | rows | error rows | wall s | models / min | peak RSS per worker | every requested row present |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| grid | workers | references | rows | error rows | wall s | models / min | peak RSS per worker | every requested row present | load avg (5 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
         lines.append(f"| {run['grid']} | {run['workers']} | {run['references']} | {run['rows']} | {run['error_rows']} {run['error_kinds']} | "
-                     f"{run['seconds']} | {run['models_per_minute']} | {run['worker_peak_rss_bytes'] / 2**20:.0f} MiB | {run['requested_rows_present']} |")
+                     f"{run['seconds']} | {run['models_per_minute']} | {run['worker_peak_rss_bytes'] / 2**20:.0f} MiB | {run['requested_rows_present']} | "
+                     f"{run.get('load_average_5min', '')} |")
     lines += ["", "## Projection: 100,000 Hub repos", "",
               f"From the 1-worker rate (one core, no contention), at an assumed ${PRICE_PER_VCPU_HOUR} per vCPU-hour (on-demand "
               "compute-optimized cloud instances, 2025 list prices; an assumption, not measured), nodes of 16 cores, one worker per core. "

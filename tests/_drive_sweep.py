@@ -1,10 +1,10 @@
 """Drive sweeps in one process with one local Ray session (tests run it in a subprocess, so that
 ``HF_ENDPOINT`` is read at import and Ray's workers are started once for every step).
 
-Reads ``{"refs": [...], "grid": {Grid fields}, "out": DIR}`` as JSON on stdin and prints one JSON
+Reads ``{"refs": [...], "kill_refs": [...], "grid": {Grid fields}, "out": DIR}`` as JSON on stdin and prints one JSON
 object: the first sweep's report and rows; the single answer ``estimate(reference, **options)``
 for every (reference, scenario); the rerun's report and whether any part file changed; and a
-third sweep into a fresh folder during which one worker process running a task is SIGKILLed
+third sweep of ``kill_refs`` into a fresh folder during which one worker process running a task is SIGKILLed
 (its pid, and that sweep's rows).
 """
 
@@ -97,7 +97,7 @@ def main() -> None:
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
-    third = sweep(refs, out=out / "killed", grid=grid, limits=limits, progress=None)
+    third = sweep(spec["kill_refs"], out=out / "killed", grid=grid, limits=limits, progress=None)
     thread.join(timeout=1)
     result["killed"] = killed
     result["third"] = _report(third)
