@@ -161,9 +161,7 @@ def test_tensor_and_pipeline_parallel_plans_are_per_rank() -> None:
 
 
 @pytest.mark.parametrize(("flags", "match"), [
-    (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be"),
     (["--vllm-version", "0.18"], "--vllm-version must be one of 0.19"),
-    (["--quantization", "awq"], "--quantization must be one of none, fp8"),
     (["--pipeline-parallel-size", "64"], "--pipeline-parallel-size 64 is more than the model's 32 layers"),
 ])
 def test_bad_serving_flags_exit_2(flags: list[str], match: str) -> None:
@@ -174,9 +172,15 @@ def test_bad_serving_flags_exit_2(flags: list[str], match: str) -> None:
     assert match in out.stderr and "Traceback" not in out.stderr
 
 
-def test_vllm_options_are_refused_outside_serving() -> None:
-    with pytest.raises(BadOptionError, match="shape --mode serving only"):
-        estimate(LLAMA, mode="inference", tensor_parallel_size=2)
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"mode": "inference", "tensor_parallel_size": 2}, "shape --mode serving only"),
+    ({"tensor_parallel_size": 0}, "--tensor-parallel-size must be"),
+    ({"quantization": "awq"}, "--quantization must be one of none, fp8"),
+    ({"vllm_version": "v0.19.1", "pipeline_parallel_size": 0}, "--pipeline-parallel-size must be"),  # 0.19.x is 0.19
+])
+def test_vllm_options_are_checked_before_any_work(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(BadOptionError, match=match):
+        estimate(LLAMA, **{"mode": "serving", "gpu": "H100-80GB", **kwargs})
 
 
 def test_an_image_text_to_text_model_is_served_with_its_encoder_profiled() -> None:
