@@ -143,3 +143,14 @@ def test_search_lists_the_hub_models(hub_client_env: dict[str, str]) -> None:
     text_generation, gguf = json.loads(done.stdout)
     assert len(text_generation) == 3 and len(set(text_generation)) == 3
     assert gguf and all("gguf" in repo.lower() for repo in gguf)
+
+
+def test_the_contracts_sweep_flags_exist() -> None:
+    import re
+
+    from estimator_sweep.cli import build_parser
+
+    contract = (ROOT / "docs" / "CONTRACT.md").read_text().split("## Sweep", 1)[1]
+    flags = {f for line in contract.splitlines() if line.startswith("| `sweep ") for f in re.findall(r"(--[a-z0-9-]+)", line.split("|")[1])}
+    known = {opt for action in build_parser()._actions for opt in action.option_strings}
+    assert len(flags) >= 25 and flags <= known, flags - known
