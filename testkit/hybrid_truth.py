@@ -185,7 +185,7 @@ def run_all(cases: list[str], modes: list[str], processes: int = 2) -> dict[tupl
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
     with ctx.Pool(processes, maxtasksperchild=1) as pool:
-        pending = pool.map_async(_run, jobs)
+        pending = pool.map_async(_run, jobs, chunksize=1)  # a task per job: maxtasksperchild counts chunks
         found = dict(_run(("sim", c, m), limit=False) for c in cases for m in modes)
         found.update(pending.get())
     return found

@@ -107,3 +107,18 @@ def test_encoded_infinity_in_config_json_is_read_as_transformers_reads_it(case: 
     assert row.method == "simulated", row.notes
     assert row.components["ssm_state"] > 0 and row.components["conv_state"] > 0
     assert any("layers' state (fixed per sequence): conv_state" in n for n in row.notes), row.notes
+
+
+def test_serving_says_the_state_layers_are_not_planned_and_what_answers_instead(tmp_path: Path) -> None:
+    import transformers
+
+    from estimator import estimate
+
+    c = HYBRID_CASES["falcon_h1_16"]
+    config = transformers.AutoConfig.for_model(c.model_type, **c.overrides)
+    config.architectures = ["FalconH1ForCausalLM"]
+    config.save_pretrained(tmp_path)
+    (row,) = estimate(str(tmp_path), mode="serving", dtypes="bfloat16", gpu="H100-80GB", max_model_len=4096).rows
+    assert row.peak_bytes is None
+    assert any("'hybrid' layers" in n and "vLLM's per-request state blocks for them are not planned yet" in n
+               and "an inference estimate with a GPU named simulates" in n for n in row.notes), row.notes

@@ -6,7 +6,9 @@ uses) reads ``layer_types`` where the config has it (Gemma 2/3 alternate sliding
 Qwen2's ``use_sliding_window``/``max_window_layers`` are turned into ``layer_types`` by its config
 class), else ``sliding_window`` (Mistral: every layer) or ``attention_chunk_size``. Layers that keep
 no KV (``dummy``: MoE/MLP-only layers, KV-sharing consumers) cost nothing; recurrent layers (Mamba,
-linear attention) keep a fixed state, not per-token KV, and are refused.
+linear attention: transformers' ``LinearAttentionLayer`` kinds) keep a fixed state per request, not
+per-token KV, and are refused (vLLM's state blocks for them, aligned with the attention pages, are not
+planned; the inference mode simulates them, docs/peak.md "Hybrid and SSM models").
 
 Per token and layer, attention keeps ``2 (K and V) x num_key_value_heads x head_dim x dtype bytes``
 (GQA/MQA through ``num_key_value_heads``; ``head_dim`` from the config where it says so, as Gemma
@@ -34,6 +36,7 @@ LayerKind = Literal["full", "sliding", "mla"]
 _NO_KV = frozenset({"dummy", "moe", "mlp"})
 _SLIDING = frozenset({"sliding_attention", "chunked_attention"})
 _FULL = frozenset({"full_attention"})
+_STATE_LAYERS = frozenset({"linear_attention", "conv", "hybrid", "hybrid_sliding"})  # transformers' LinearAttentionLayer kinds
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ def kv_layout(config: Any, *, dtype_bytes: int, layers: range | None = None, tp:
         else:
             raise UnsupportedError(
                 f"{type(text).__name__} has {layer_type!r} layers (a recurrent or compressed state, not a per-token KV "
-                "cache); their cache is not sized yet."
+                "cache); vLLM's per-request state blocks for them are not planned yet"
+                + ("; an inference estimate with a GPU named simulates transformers' own cache of these layers "
+                   "(conv_state, ssm_state) and finds the largest batch and context that fit"
+                   if layer_type in _STATE_LAYERS else "")
             )
     return KVLayout(tuple(found), dtype_bytes)
