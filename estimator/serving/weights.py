@@ -12,7 +12,10 @@ that hold it:
   (``VocabParallelEmbedding``).
 - **Quantization as loaded** (``quantization_config`` of the checkpoint, or vLLM's ``--quantization
   fp8`` on a 16-bit one): MXFP4 experts (gpt-oss) are 4-bit values plus one E8M0 scale per 32
-  (``Mxfp4MoEMethod``: uint8 ``w13_weight`` / ``w2_weight`` of half the width, uint8 scales of a 32nd);
+  (``Mxfp4MoEMethod``: uint8 ``w13_weight`` / ``w2_weight`` of half the width, uint8 scales of a 32nd); on
+  the Triton path (Hopper) ``process_weights_after_loading`` swizzles values and scales into
+  triton_kernels' layouts (``_swizzle_mxfp4``) and deletes the original values but not the original
+  ``w13_weight_scale`` / ``w2_weight_scale``, so the scales are held twice;
   fp8 and compressed-tensors 8-bit weights one byte plus float32 scales (per tensor, channel or
   128 x 128 block); 4-bit compressed-tensors / GPTQ / AWQ weights half a byte plus a 16-bit scale per
   group. Embeddings, ``lm_head``, norms, routers and the modules the config leaves out stay 16-bit.
@@ -55,8 +58,8 @@ class Quant:
     def bytes_of(self, name: str, numel: int, shape: tuple[int, ...], act_bytes: int) -> float:
         if self.method == "none" or any(s and s in name for s in self.skip):
             return numel * act_bytes
-        if self.method == "mxfp4":
-            return numel * (0.5 + 1 / 32) if (len(shape) == 3 and "expert" in name) else numel * act_bytes
+        if self.method == "mxfp4":  # values, their E8M0 scales, and the scales' swizzled copy (see the module's docstring)
+            return numel * (0.5 + 2 / 32) if (len(shape) == 3 and "expert" in name) else numel * act_bytes
         if self.method in ("fp8", "int8"):
             if self.block:
                 rows, cols = shape[-2], shape[-1]
