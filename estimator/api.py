@@ -27,7 +27,8 @@ STORED_DTYPES = {DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16, DType.INT8, DType
 
 def estimate(
     model: str | ModelRef, *, library: str = "auto", dtypes: Any = None, mode: str = "load", batch_size: Any = 1, seq_len: Any = None,
-    image_size: Any = None, max_new_tokens: Any = 0, device: str = "cuda", optimizer: str = "adamw", pure_16bit: bool = False,
+    image_size: Any = None, max_new_tokens: Any = 0, images: Any = None, video_frames: Any = 0, audio_seconds: Any = None,
+    device: str = "cuda", optimizer: str = "adamw", pure_16bit: bool = False,
     gradient_checkpointing: bool = False, lora_rank: Any = None, lora_targets: Any = None, gpu: str | None = None,
     revision: str | None = None, token: str | None = None, trust_remote_code: bool = False, cross_check: bool = False,
     timeout: float = hub.DEFAULT_TIMEOUT_S, bnb_compute_dtype: str | None = None, gpu_memory: Any = None, ctx: Any = None,
@@ -68,6 +69,7 @@ def estimate(
     options = parse_options(
         library=library, dtypes=dtypes, mode=mode, device=device, optimizer=optimizer, batch_size=batch_size,
         seq_len=seq_len, image_size=image_size, max_new_tokens=max_new_tokens, pure_16bit=pure_16bit,
+        images=images, video_frames=video_frames, audio_seconds=audio_seconds,
         gradient_checkpointing=gradient_checkpointing, lora_rank=lora_rank, lora_targets=lora_targets, gpu=gpu,
         trust_remote_code=trust_remote_code, bnb_compute_dtype=bnb_compute_dtype, gpu_memory=gpu_memory, ctx=ctx, cache_type=cache_type,
         cache_type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers, gguf_file=gguf_file,

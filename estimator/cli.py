@@ -39,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mode", default="load", help="load, inference, training or serving (default: load)")
     parser.add_argument("--batch-size", default=1, help="batch size (default: 1)")
     parser.add_argument("--seq-len", default=None, help="sequence length for text models")
-    parser.add_argument("--image-size", default=None, help="image size for vision models (default: from the config)")
+    parser.add_argument("--image-size", default=None, help="image size for vision models (default: from the config); vision-language "
+                                                           "models: the images' size in pixels (default: the processor's resolution)")
+    parser.add_argument("--images", default=None, help="vision-language models: images per prompt (default: 1; 0 for text only)")
+    parser.add_argument("--video-frames", default=0, help="models that take video: frames of one video per prompt (default: 0)")
+    parser.add_argument("--audio-seconds", default=None, help="speech models: seconds of audio per sample (default: the feature extractor's window)")
     parser.add_argument("--max-new-tokens", default=0, help="inference: KV cache also for this many generated tokens")
     parser.add_argument("--device", default="cuda", help="cuda or cpu (default: cuda)")
     parser.add_argument("--optimizer", default="adamw", help="adamw, sgd, adafactor, adamw8bit (default: adamw)")
@@ -101,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = estimate(
             args.model, library=args.library, dtypes=args.dtypes, mode=args.mode, batch_size=args.batch_size,
             seq_len=args.seq_len, image_size=args.image_size, max_new_tokens=args.max_new_tokens, device=args.device,
+            images=args.images, video_frames=args.video_frames, audio_seconds=args.audio_seconds,
             optimizer=args.optimizer, pure_16bit=args.pure_16bit, gradient_checkpointing=args.gradient_checkpointing,
             lora_rank=args.lora_rank, lora_targets=args.lora_targets, gpu=args.gpu, gpu_memory=args.gpu_memory, revision=args.revision,
             token=args.token, trust_remote_code=args.trust_remote_code, cross_check=args.cross_check, timeout=args.timeout,

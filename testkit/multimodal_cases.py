@@ -42,7 +42,8 @@ class MultimodalCase:
 
         cls = getattr(transformers, self.cls)
         with torch.device(device):
-            return cls.from_config(self.make_config(), dtype=dtype)
+            config = self.make_config()
+            return cls.from_config(config, dtype=dtype) if cls.__name__.startswith("Auto") else cls._from_config(config, dtype=dtype)
 
 
 MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
@@ -62,4 +63,32 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "image_token_id": 500, "video_token_id": 501, "vision_start_token_id": 502, "vision_end_token_id": 503,
         "bos_token_id": 1, "eos_token_id": 2},
         image_size=64),
+    MultimodalCase("idefics3", "idefics3", {
+        "text_config": {"model_type": "llama", **_TEXT},
+        "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
+        "scale_factor": 2, "image_token_id": 500, "pad_token_id": 0}, image_size=64),
+    MultimodalCase("smolvlm", "smolvlm", {
+        "text_config": {"model_type": "llama", **_TEXT},
+        "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
+        "scale_factor": 2, "image_token_id": 500, "pad_token_id": 0}, image_size=64),
+    MultimodalCase("paligemma", "paligemma", {
+        "text_config": {"model_type": "gemma", **_TEXT},
+        "vision_config": {**_VISION, "image_size": 32, "patch_size": 8, "projection_dim": 64},
+        "image_token_index": 500, "projection_dim": 64, "hidden_size": 64}),
+    MultimodalCase("mllama", "mllama", {
+        "text_config": {**_TEXT, "cross_attention_layers": [1], "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_global_layers": 1,
+                          "attention_heads": 2, "image_size": 32, "patch_size": 8, "max_num_tiles": 4,
+                          "intermediate_layers_indices": [0], "vision_output_dim": 64},
+        "image_token_index": 500}, image_size=64),
+    MultimodalCase("whisper", "whisper", {
+        "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
+        "decoder_start_token_id": 1, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "suppress_tokens": [],
+        "begin_suppress_tokens": []}, cls="WhisperForConditionalGeneration", seq_len=16),
+    MultimodalCase("speech_to_text", "speech_to_text", {
+        "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "input_feat_per_channel": 16, "conv_channels": 32, "vocab_size": 512,
+        "max_source_positions": 2048, "max_target_positions": 64, "decoder_start_token_id": 1, "pad_token_id": 0,
+        "bos_token_id": 1, "eos_token_id": 2}, cls="Speech2TextForConditionalGeneration", seq_len=16),
 ]}

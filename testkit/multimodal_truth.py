@@ -35,13 +35,14 @@ def _media(case: Any, images: int, audio_seconds: float | None = None) -> Any:
 
 
 def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
-    from estimator.peak.processors import media_inputs
+    from estimator.peak.processors import audio_inputs, media_inputs
     from testkit.multimodal_cases import MM_CASES
 
     case = MM_CASES[case_name]
     torch.manual_seed(0)
     config = case.make_config()
-    made = media_inputs(config, _media(case, images, audio_seconds), batch_size=case.batch_size, text_len=case.seq_len)
+    make = audio_inputs if audio_seconds is not None else media_inputs
+    made = make(config, _media(case, images, audio_seconds), batch_size=case.batch_size, text_len=case.seq_len)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         model = case.build_on("cpu")
         inputs = {k: v.clone() for k, v in made.tensors.items()}
@@ -50,7 +51,7 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
                 model.train()
                 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
                 for _ in range(2):
-                    loss = model(**inputs, labels=inputs["input_ids"]).loss
+                    loss = model(**({"labels": inputs["input_ids"]} if "labels" not in inputs else {}), **inputs).loss
                     loss.backward()
                     del loss
                     opt.step()
@@ -59,9 +60,12 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
                 model.eval()
                 with torch.no_grad():
                     n = case.max_new_tokens
-                    out = model.generate(**inputs, attention_mask=torch.ones_like(inputs["input_ids"]), max_new_tokens=n,
-                                         min_new_tokens=n, do_sample=False, pad_token_id=0)
-                    assert out.shape[1] == inputs["input_ids"].shape[1] + n
+                    prompt = {k: v for k, v in inputs.items() if k != "labels"}
+                    if "input_ids" in prompt:
+                        prompt["attention_mask"] = torch.ones_like(prompt["input_ids"])
+                    out = model.generate(**prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+                    # a decoder-only model returns the prompt too; Whisper's generate only the new tokens
+                    assert out.shape[1] in ((prompt["input_ids"].shape[1] + n,) if "input_ids" in prompt else (n, n + 1)), out.shape
                 del out
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
@@ -80,7 +84,7 @@ def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None
 
 if __name__ == "__main__":
     name, mode, images = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    seconds = float(sys.argv[4]) if len(sys.argv) > 4 else None
+    seconds = float(sys.argv[4]) if len(sys.argv) > 4 and float(sys.argv[4]) > 0 else None
     if len(sys.argv) > 5 and sys.argv[5] == "sim":
         print(json.dumps(simulate(name, mode, images, seconds)))
     else:

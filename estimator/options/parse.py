@@ -40,6 +40,20 @@ def _optional_int(value: object, *, option: str, minimum: int = 1, maximum: int 
     return None if value is None or value == "" else positive_int(value, option=option, minimum=minimum, maximum=maximum)
 
 
+def _seconds(value: object) -> float | None:
+    """Seconds of audio: a number above 0, at most an hour."""
+    if value is None or value == "":
+        return None
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not 0 < seconds <= 3600:
+        raise BadOptionError([Option("audio_seconds"), f" must be a number of seconds above 0 and at most 3600; got {value!r}."],
+                             option="audio_seconds")
+    return seconds
+
+
 def _targets(value: object) -> tuple[str, ...] | None:
     if not value:
         return None
@@ -53,6 +67,7 @@ def _targets(value: object) -> tuple[str, ...] | None:
 def parse_options(
     *, library: object = "auto", dtypes: Any = None, mode: object = "load", device: object = "cuda", optimizer: object = "adamw",
     batch_size: object = 1, seq_len: object = None, image_size: object = None, max_new_tokens: object = 0, pure_16bit: bool = False,
+    images: object = None, video_frames: object = 0, audio_seconds: object = None,
     gradient_checkpointing: bool = False, lora_rank: object = None, lora_targets: object = None, gpu: str | None = None,
     trust_remote_code: bool = False, bnb_compute_dtype: object = None, gpu_memory: object = None, ctx: object = None,
     cache_type: object = "f16", cache_type_v: object = None, flash_attn: object = "auto", n_gpu_layers: object = None,
@@ -77,6 +92,9 @@ def parse_options(
                 seq_len=None if seq_len is None else positive_int(seq_len, option="seq_len", maximum=1 << 24),
                 image_size=None if image_size is None else positive_int(image_size, option="image_size", maximum=1 << 16),
                 max_new_tokens=positive_int(max_new_tokens, option="max_new_tokens", minimum=0, maximum=1 << 24),
+                images=_optional_int(images, option="images", minimum=0, maximum=64),
+                video_frames=positive_int(video_frames or 0, option="video_frames", minimum=0, maximum=1 << 12),
+                audio_seconds=_seconds(audio_seconds),
             ),
             training=TrainingSpec(
                 optimizer=Optimizer.parse(optimizer, option="optimizer"),

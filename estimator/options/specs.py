@@ -21,6 +21,7 @@ from estimator.options.vocab import (
 )
 
 DEFAULT_SEQ_LEN = 512  # tokens, when a text model's workload gives no seq_len
+DEFAULT_IMAGES = 1  # images per prompt of a vision-language model's inference or training step, when not given
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,16 @@ class LoadSpec:
 
 @dataclass(frozen=True)
 class InputShape:
-    """The inputs of one step: batch, sequence length (text) or image size (vision), tokens to generate."""
+    """The inputs of one step: batch, sequence length (text) or image size (vision), tokens to generate,
+    and what each prompt of a vision-language or speech model carries (docs/multimodal.md)."""
 
     batch_size: int = 1
-    seq_len: int | None = None  # None: DEFAULT_SEQ_LEN for text models
-    image_size: int | None = None  # None: the model's own (its config or pretrained config)
+    seq_len: int | None = None  # None: DEFAULT_SEQ_LEN for text models (a multimodal prompt: its text tokens)
+    image_size: int | None = None  # None: the model's own (its config or pretrained config; a VLM: its processor's resolution)
     max_new_tokens: int = 0
+    images: int | None = None  # images per prompt of a vision-language model; None: DEFAULT_IMAGES
+    video_frames: int = 0  # frames of one video per prompt, where the model takes video
+    audio_seconds: float | None = None  # speech models: seconds of audio per sample; None: the feature extractor's window
 
     @property
     def text_len(self) -> int:
@@ -184,6 +189,12 @@ class Options:
                           quantization=serving.quantization.value, vllm_version=serving.vllm_version.value)
         elif work.mode is not Mode.LOAD:
             shaped.update(batch_size=shape.batch_size, seq_len=shape.text_len, image_size=shape.image_size, device=self.hardware.device.value)
+            if shape.images is not None:
+                shaped["images"] = shape.images
+            if shape.video_frames:
+                shaped["video_frames"] = shape.video_frames
+            if shape.audio_seconds is not None:
+                shaped["audio_seconds"] = shape.audio_seconds
         if work.mode is Mode.INFERENCE:
             shaped["max_new_tokens"] = shape.max_new_tokens
         if work.mode is Mode.TRAINING:

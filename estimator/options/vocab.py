@@ -120,6 +120,8 @@ class Component(_Choice):
     # fixed-size per-sequence state of SSM / linear-attention layers (transformers' LinearAttentionLayer)
     CONV_STATE = "conv_state"  # conv_states: the last conv_kernel inputs of the causal convolution
     SSM_STATE = "ssm_state"  # recurrent_states: the SSM (Mamba) or delta-rule (gated DeltaNet) state
+    # what a vision-language or speech model's image / audio encoder and its projector allocate in the forward
+    ENCODER_ACTIVATIONS = "encoder_activations"
 
 
 class Strategy(_Choice):

@@ -251,7 +251,7 @@ def _run(
             from estimator.peak.media import media_workload
             from estimator.peak.processors import audio_inputs, media_inputs
 
-            made = audio_inputs if media.audio_seconds is not None or media.images == 0 else media_inputs
+            made = audio_inputs if media.images == 0 else media_inputs  # speech models: no images, audio
             workload = media_workload(model, made(model.config, media, batch_size=batch_size, text_len=seq_len))
         else:
             workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)

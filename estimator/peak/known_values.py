@@ -31,6 +31,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 __all__ = ["KnownValues", "know"]
 
 _MAX_KNOWN = 1 << 22  # elements: ids, masks and grids of a batch, never activations
+_MAX_KNOWN_FLOATS = 1 << 25  # elements of pixels known (Idefics3 asks which images are all zeros: padding)
 _aten = torch.ops.aten
 
 _KNOWN: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -38,10 +39,10 @@ _KNOWN: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 def know(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     """Remember a copy of ``real`` (a CPU tensor of ``fake``'s shape and dtype) as the value of ``fake``; returns ``fake``."""
-    if _is_fake(real) or tuple(fake.shape) != tuple(real.shape) or fake.dtype != real.dtype:
-        raise ValueError(f"known value {tuple(real.shape)} {real.dtype} does not match {tuple(fake.shape)} {fake.dtype}")
+    if _is_fake(real) or tuple(fake.shape) != tuple(real.shape):
+        raise ValueError(f"known value {tuple(real.shape)} does not match {tuple(fake.shape)}")
     with _disable_current_modes():
-        _KNOWN[fake] = real.clone()
+        _KNOWN[fake] = real.to(fake.dtype, copy=True)
     return fake
 
 
@@ -66,8 +67,10 @@ def _scalar(t: torch.Tensor) -> Any:
         return value.tolist()
 
 
-def _small(t: torch.Tensor) -> bool:
-    return not (t.dtype.is_floating_point or t.dtype.is_complex) and t.numel() <= _MAX_KNOWN
+def _small(t: torch.Tensor, floats: bool = False) -> bool:
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return floats and t.numel() <= _MAX_KNOWN_FLOATS
+    return t.numel() <= _MAX_KNOWN
 
 
 class KnownValues(TorchDispatchMode):
@@ -114,8 +117,10 @@ class KnownValues(TorchDispatchMode):
             if known:
                 return self._from_real(func, flat, spec)
             return self._by_positions(func, args, kwargs)
-        if known and _all_small(out):
-            _pair(out, _real(func, flat, spec))
+        # floats are followed only from known floats (the pixels a model asks about), never from a factory
+        floats = any(_is_fake(t) and t.dtype.is_floating_point for t in tensors)
+        if known and _all_small(out, floats):
+            _pair(out, _real(func, flat, spec), floats)
         return out
 
     def _from_real(self, func: Any, flat: list[Any], spec: Any) -> Any:
@@ -184,16 +189,16 @@ def _real(func: Any, flat: list[Any], spec: Any) -> Any:
         return func(*args, **kwargs)
 
 
-def _all_small(out: Any) -> bool:
-    """Every tensor output is a small integer or boolean fake (a factory's float output is never computed for real)."""
+def _all_small(out: Any, floats: bool = False) -> bool:
+    """Every tensor output is a small integer or boolean fake, or (``floats``) a float one of known pixels."""
     outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-    return bool(outs) and all(_is_fake(o) and _small(o) for o in outs)
+    return bool(outs) and all(_is_fake(o) and _small(o, floats) for o in outs)
 
 
-def _pair(out: Any, real: Any) -> None:
+def _pair(out: Any, real: Any, floats: bool = False) -> None:
     """Remember the real outputs of an op beside its fake ones (small integer and boolean ones only)."""
     outs, reals = tree_flatten(out)[0], tree_flatten(real)[0]
     for o, r in zip(outs, reals, strict=False):
-        if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and _is_fake(o) and _small(r) \
+        if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and _is_fake(o) and _small(r, floats) \
                 and tuple(o.shape) == tuple(r.shape):
             _KNOWN[o] = r

@@ -15,7 +15,7 @@ questions about where the image tokens are get the real answers.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,56 @@ from estimator.peak.inputs import ModelKind, Workload, prefill_kwargs
 from estimator.peak.known_values import KnownValues, know
 from estimator.peak.processors import MediaInputs
 
-__all__ = ["MediaWorkload", "media_workload"]
+__all__ = ["ENCODERS", "MediaWorkload", "encoder_labelled", "media_workload"]
+
+# The submodules of a vision-language or speech model that turn images or audio into features the
+# language model reads: transformers' attribute names for the encoders and their projectors.
+ENCODERS = frozenset({"vision_tower", "visual", "vision_model", "audio_tower", "multi_modal_projector", "connector",
+                      "vision_embed_tokens", "audio_encoder", "encoder"})
+
+
+def _encoders(model: nn.Module) -> list[nn.Module]:
+    """The outermost submodules named in :data:`ENCODERS` (an encoder-decoder's ``encoder`` too)."""
+    found: list[nn.Module] = []
+    prefixes: list[str] = []
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] in ENCODERS and not any(name.startswith(p + ".") for p in prefixes):
+            found.append(module)
+            prefixes.append(name)
+    return found
+
+
+@contextlib.contextmanager
+def encoder_labelled(model: nn.Module) -> Iterator[None]:
+    """While the encoders run, what the tracker sees allocated is ``encoder_activations`` (the tracker
+    is found on the dispatch mode stack: the step's own :class:`~estimator.peak.tracker.StorageTracker`)."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from estimator.peak.components import Component
+    from estimator.peak.tracker import StorageTracker
+
+    tracker = next((m for m in _get_current_dispatch_mode_stack() if isinstance(m, StorageTracker)), None)
+    if tracker is None:
+        yield
+        return
+    saved: list[Any] = []
+
+    def enter(_m: nn.Module, _args: Any) -> None:
+        saved.append(tracker.new_component)
+        tracker.new_component = Component.ENCODER_ACTIVATIONS
+
+    def leave(_m: nn.Module, _args: Any, _out: Any) -> None:
+        tracker.new_component = saved.pop()
+
+    handles = []
+    for module in _encoders(model):
+        handles.append(module.register_forward_pre_hook(enter))
+        handles.append(module.register_forward_hook(leave))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 @dataclass(frozen=True)
@@ -39,26 +88,51 @@ class MediaWorkload(Workload):
 def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
     """The workload of ``model`` on ``media`` (one batch of processor outputs); see the module docstring."""
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    config: Any = model.config
+    seq2seq = bool(config.is_encoder_decoder)
 
     def make_inputs() -> dict[str, torch.Tensor]:
         made: dict[str, torch.Tensor] = {}
         for name, real in media.tensors.items():
             if real.dtype.is_floating_point:
                 made[name] = torch.empty(real.shape, dtype=dtype if real.dtype == torch.float32 else real.dtype)
+                if media.known_pixels:
+                    know(made[name], real)
             else:
                 made[name] = know(torch.empty(real.shape, dtype=real.dtype), real)
-        made["labels"] = know(torch.empty(media.tensors["input_ids"].shape, dtype=torch.long), media.tensors["input_ids"])
+        if "labels" not in made:  # a prompt's labels are its ids
+            made["labels"] = know(torch.empty(media.tensors["input_ids"].shape, dtype=torch.long), media.tensors["input_ids"])
         return made
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-        return m(**x).loss
+        with encoder_labelled(m):
+            if not hasattr(m, "prepare_inputs_for_generation"):  # a base model: no loss of its own
+                from estimator.peak.inputs import first_tensor
+
+                return first_tensor(m(**{k: v for k, v in x.items() if k != "labels"})).sum()
+            return m(**x).loss
 
     def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
         x = {k: v for k, v in x.items() if k != "labels"}
+        if seq2seq:  # generate's first step: the encoder on the audio, the decoder on its start token
+            start = getattr(config, "decoder_start_token_id", None)
+            first = next(iter(x.values()))
+            decoder_ids = torch.full((first.shape[0], 1), 0 if start is None else int(start), dtype=torch.long)
+            segment = getattr(m, "_get_input_segment", None)
+            if segment is not None and "input_features" in x:  # Whisper's generate runs on a copy of its 30 s window
+                b, frames = x["input_features"].shape[0], x["input_features"].shape[-1]
+                x["input_features"] = segment(x["input_features"], [0] * b, [frames] * b, frames, b, list(range(b)))
+            with encoder_labelled(m):
+                return m(**x, decoder_input_ids=decoder_ids, **prefill_kwargs(m))
+        if not hasattr(m, "prepare_inputs_for_generation"):  # a base model without its head: one forward
+            with encoder_labelled(m):
+                return m(**x)
         ids = x.pop("input_ids")
         mask = torch.ones_like(ids)  # known, as the ids are (generate's all-ones mask: no padding)
         kwargs = prefill_kwargs(m)
         prepared = m.prepare_inputs_for_generation(ids, attention_mask=mask, is_first_iteration=True, **kwargs, **x)  # type: ignore[operator]
-        return m(**prepared)
+        with encoder_labelled(m):
+            return m(**prepared)
 
-    return MediaWorkload(ModelKind.CAUSAL_LM, make_inputs, train_loss, infer, media.description, context=KnownValues)
+    kind = ModelKind.SEQ2SEQ_LM if seq2seq else ModelKind.CAUSAL_LM
+    return MediaWorkload(kind, make_inputs, train_loss, infer, media.description, context=KnownValues)

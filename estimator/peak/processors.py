@@ -56,6 +56,7 @@ class MediaInputs:
     description: str
     image_tokens: int = 0  # per sample, in input_ids
     image_size: int | None = None
+    known_pixels: bool = False  # pixel_values are asked about (Family.known_pixels)
 
 
 def _vision(config: Any) -> Any:
@@ -90,6 +91,7 @@ class Family:
     processor: Callable[[Any], dict[str, Any]] = lambda config: {}
     default_size: Callable[[Any], int] = lambda config: int(getattr(_vision(config), "image_size", 224))
     extra_tokens: Callable[[], list[str]] = list
+    known_pixels: bool = False  # the model asks the pixels a question (Idefics3: which images are padding)
 
 
 def _square(config: Any) -> dict[str, Any]:
@@ -154,6 +156,7 @@ _IDEFICS = Family(
     image_processor=_idefics_image,
     processor=_idefics_processor,
     extra_tokens=_row_col_tags,
+    known_pixels=True,
 )
 
 # model_type -> its processor family; the coverage of this table is what gets images.
@@ -184,6 +187,55 @@ FAMILIES: dict[str, Family] = {
 
 def family_of(config: Any) -> Family | None:
     return FAMILIES.get(getattr(config, "model_type", ""))
+
+
+@dataclass(frozen=True)
+class Speech:
+    """How one speech model type's feature extractor is built from its config, for repos without a
+    preprocessor_config.json, and the input it makes."""
+
+    extractor: Callable[[Any], dict[str, Any]]
+    input_name: str = "input_features"
+
+
+# model_type -> its feature extractor; these are the encoder-decoder speech models simulated with audio.
+SPEECH: dict[str, Speech] = {
+    "whisper": Speech(lambda config: {"feature_size": config.num_mel_bins}),
+    "speech_to_text": Speech(lambda config: {"feature_size": config.input_feat_per_channel,
+                                             "num_mel_bins": config.input_feat_per_channel}),
+    "moonshine": Speech(lambda config: {"feature_size": 1, "sampling_rate": 16000, "do_normalize": False,
+                                        "return_attention_mask": True}, "input_values"),
+}
+
+
+def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
+    """The feature extractor's inputs for ``batch_size`` clips of ``media.audio_seconds`` of random audio
+    (None: the extractor's window, Whisper's 30 s; else 10 s), and ``text_len`` decoder tokens as labels
+    (training) — the extractor pads or truncates as it does for real audio (Whisper: to 30 s)."""
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
+
+    model_type = getattr(config, "model_type", "")
+    speech = SPEECH.get(model_type)
+    if speech is None:
+        raise ValueError(f"audio is not simulated for {model_type or type(config).__name__} models")
+    cls = feature_extractor_class_from_name(FEATURE_EXTRACTOR_MAPPING_NAMES[model_type])
+    settings = media.preprocessor or speech.extractor(config)
+    extractor = cls(**{k: v for k, v in settings.items() if k not in ("feature_extractor_type", "processor_class")})
+    rate = int(extractor.sampling_rate)
+    window = getattr(extractor, "chunk_length", None)
+    seconds = media.audio_seconds or (float(window) if window else 10.0)
+    rng = np.random.default_rng(seed)
+    clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(batch_size)]
+    out = extractor(clips, sampling_rate=rate, return_tensors="pt")
+    tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor) and k in (speech.input_name, "attention_mask")}
+    if model_type == "whisper":
+        tensors.pop("attention_mask", None)  # Whisper's generate takes the padded 30 s window, no mask
+    vocab = int(getattr(config, "vocab_size", 1000))
+    tensors["labels"] = torch.from_numpy(rng.integers(_TEXT_ID, max(vocab, _TEXT_ID + 1), (batch_size, text_len))).long()
+    shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items() if k != "labels")
+    words = (f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}; {shapes}); "
+             f"training labels: {text_len} decoder tokens")
+    return MediaInputs(tensors, words)
 
 
 def _tokenizer(config: Any, family: Family) -> Any:
@@ -272,6 +324,7 @@ def media_inputs(
     prompt = family.placeholder * media.images + " a" * text_len
     out = proc(text=[prompt] * batch_size, images=images if media.images else None, return_tensors="pt")
     tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+    tensors.pop("labels", None)  # PaliGemma's processor makes them for a suffix; training passes its own
     tensors.pop("attention_mask", None)  # no padding: generate's own all-ones mask (inputs.generate_kwargs)
     ids = tensors["input_ids"]
     image_token = family.attributes.get("image_token", family.placeholder)
@@ -279,7 +332,7 @@ def media_inputs(
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
     words = (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt, {per_sample} image tokens "
              f"+ {text_len} text tokens ({type(proc).__name__}; {shapes})")
-    return MediaInputs(tensors, words, per_sample, size)
+    return MediaInputs(tensors, words, per_sample, size, family.known_pixels)
 
 
 def _processor_size(image_processor: Any) -> int | None:

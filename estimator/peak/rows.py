@@ -34,6 +34,7 @@ from estimator.source.limits import position_field
 
 if TYPE_CHECKING:
     from estimator.peak.engine import PeakResult
+    from estimator.peak.processors import Media
     from estimator.peak.training import Recipe
 
 if TYPE_CHECKING:
@@ -192,7 +193,39 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
             max_new_tokens=work.shape.max_new_tokens,
             recipe=recipe,
             extrapolate_layers=not hardware.fits_a_gpu,  # the allocator's figures need the whole model
+            media=media_request(resolved, work),
         )
+
+
+def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
+    """What each prompt carries besides text, for a model whose processor family is simulated with its
+    inputs (:mod:`estimator.peak.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
+    None for other models and for a vision-language prompt of text only (``images`` 0)."""
+    from estimator.options.specs import DEFAULT_IMAGES
+    from estimator.peak.processors import FAMILIES, SPEECH, Media
+
+    shape = work.shape
+    model_type = resolved.config.get("model_type")
+    preprocessor, processor = resolved.extra.get("preprocessor_config"), resolved.extra.get("processor_config")
+    if shape.video_frames:
+        raise UnsupportedError([Option("video_frames"), " is not simulated yet: video inputs are refused rather than guessed "
+                                "(images: ", Option("images"), ")."], option="video_frames")
+    if shape.images and model_type not in FAMILIES:
+        raise UnsupportedError([Option("images"), f" shapes vision-language models whose processor is simulated "
+                                f"({', '.join(sorted(FAMILIES))}); {resolved.name} ({model_type}) is not one of them."],
+                               option="images")
+    if shape.audio_seconds is not None and model_type not in SPEECH:
+        raise UnsupportedError([Option("audio_seconds"), f" shapes speech models whose feature extractor is simulated "
+                                f"({', '.join(sorted(SPEECH))}); {resolved.name} ({model_type}) is not one of them."],
+                               option="audio_seconds")
+    if model_type in SPEECH:
+        return Media(audio_seconds=shape.audio_seconds, preprocessor=preprocessor, processor=processor)
+    if model_type not in FAMILIES:
+        return None
+    images = DEFAULT_IMAGES if shape.images is None else shape.images
+    if images == 0:
+        return None
+    return Media(images=images, image_size=shape.image_size, preprocessor=preprocessor, processor=processor)
 
 
 def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:

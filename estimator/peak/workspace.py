@@ -88,6 +88,7 @@ import torch
 
 from estimator.peak.cpu_isa import block_size
 from estimator.peak.depthwise import depthwise_backward_scratch
+from estimator.peak.flash_cpu import FLASH_CPU, flash_attention_scratch
 from estimator.peak.tracker import KernelScratch
 
 __all__ = ["block_size", "cpu_workspace"]
@@ -116,6 +117,8 @@ def cpu_workspace(func: Any, args: tuple[Any, ...], out: Any) -> KernelScratch |
         copies = [_nbytes(t) for t in (a, b) if isinstance(t, torch.Tensor) and not _blas_compatible(t)]
         scratch = max(copies, default=0) + _bf16_matmul_accumulator(a, b, out)
         return KernelScratch(with_outputs=scratch) if scratch else None
+    if func is FLASH_CPU:  # per-thread blocks of CPU flash attention (flash_cpu.py)
+        return flash_attention_scratch(args)
     return None
 
 

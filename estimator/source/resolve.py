@@ -118,7 +118,9 @@ def resolve_local(ref: ModelRef, library: Library) -> Resolved:
         return resolve_files(ref, source="local", library=library, files=files, read=read)
     if config is None:
         raise NoConfigError(f"{ref.path} has no config.json.")
-    return Resolved(ref=ref, source="local", library=library, config=config, files=files)
+    root_path = ref.path
+    extra = processor_configs(config, files, lambda name: _read_any_json(root_path / name))
+    return Resolved(ref=ref, source="local", library=library, config=config, files=files, extra=extra)
 
 
 def resolve_hub(ref: ModelRef, library: Library, *, token: str | None, timeout: float, info: Any = None) -> Resolved:
@@ -147,6 +149,9 @@ def resolve_hub(ref: ModelRef, library: Library, *, token: str | None, timeout: 
     config = hub.download_json(ref.repo_id, "config.json", revision=revision, token=token, timeout=timeout)
     if library is Library.TRANSFORMERS and "architecture" in config and "pretrained_cfg" in config:
         library = Library.TIMM
+    repo_id = info.id or ref.repo_id
+    extra = processor_configs(config, files, lambda name: hub.download_any_json(repo_id, name, revision=revision, token=token,
+                                                                                 timeout=timeout))
     return Resolved(
         ref=ModelRef(repo_id=info.id or ref.repo_id, revision=ref.revision),
         source="hub",
@@ -155,7 +160,26 @@ def resolve_hub(ref: ModelRef, library: Library, *, token: str | None, timeout: 
         revision=revision,
         files=files,
         gated=bool(info.gated),
+        extra=extra,
     )
+
+
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
+
+
+def processor_configs(config: dict[str, Any], files: tuple[str, ...], read: JsonReader) -> dict[str, Any]:
+    """A vision-language or speech model's processor settings, ``extra["preprocessor_config"]`` and
+    ``extra["processor_config"]`` (image size, patching, tiling, tokens per image; sampling rate, mel
+    bins): the JSON files only, never the repo's code. Other models: nothing is read."""
+    if not any(key in config for key in ("vision_config", "audio_config", "num_mel_bins")):
+        return {}
+    found: dict[str, Any] = {}
+    for name in PROCESSOR_FILES:
+        if name in files:
+            data = read(name)
+            if isinstance(data, dict):
+                found[name.removesuffix(".json")] = data
+    return found
 
 
 def resolve(ref: ModelRef, library: Library, *, token: str | None = None, timeout: float = hub.DEFAULT_TIMEOUT_S) -> Resolved:
