@@ -20,7 +20,8 @@ from estimator_app.whatfits import USES, Query
 logger = logging.getLogger("estimator_app")
 INPUTS: tuple[str, ...] = whatfits.PARAMS  # the widgets, named and ordered as the tab's link parameters
 OUTPUTS: tuple[str, ...] = ("fits_status", "fits_table", "fits_query")
-DATATYPES: list[Any] = ["markdown", "number", "number", "number", "number", "number", "number", "str", "str", "str", "str"]
+DATATYPES: list[Any] = ["markdown", "number", "number", "number", "number", "number", "number", "str", "str", "str"]
+WIDTHS: list[str | int] = [240, 96, 96, 104, 96, 96, 96, 104, 128, 200]  # px: headers stay on one or two lines
 USE_CHOICES = [(label, key) for key, label in USES.items()]
 PARAMS_JS = """(query) => {
   if (!query) { return ""; }
@@ -49,7 +50,8 @@ def widgets(w: dict[str, Any]) -> None:
     w["fits_go"] = gr.Button("Show models that fit", variant="primary", elem_id="fits-go")
     w["fits_status"] = gr.HTML(elem_id="fits-status")
     w["fits_table"] = gr.Dataframe(headers=list(whatfits.COLUMNS), datatype=DATATYPES, interactive=False,
-                                   wrap=True, max_height=560, show_search="filter", pinned_columns=1, elem_id="fits-table")
+                                   wrap=True, max_height=560, show_search="filter", pinned_columns=1, column_widths=WIDTHS,
+                                   elem_id="fits-table")
     w["fits_query"] = gr.Textbox(visible=False)
 
 

@@ -17,8 +17,9 @@ from estimator_app.style import SCROLL_CUE_JS
 
 EXAMPLES = ("openai-community/gpt2", "Qwen/Qwen2.5-7B", "mistralai/Mixtral-8x7B-v0.1", "google-bert/bert-base-cased", "timm/resnet50.a1_in1k")
 INTRO = (
-    "# Model Memory Estimator\nHow much memory a Hugging Face model needs, per dtype, without downloading its weights: "
-    "the model is built on PyTorch's meta device or read from its safetensors headers."
+    "# Model Memory Estimator\nHow much memory a Hugging Face model needs to load, run, fine-tune or serve, per dtype, and "
+    "whether it fits your GPU, without downloading its weights: the model is built on PyTorch's meta device or read from "
+    "its safetensors headers, and its own code runs on fake tensors."
 )
 
 

@@ -42,8 +42,7 @@ USES: dict[str, str] = {
 PARAMS: tuple[str, ...] = ("fits_gpu", "fits_memory", "fits_use", "fits_dtype", "fits_scenario", "fits_filter")
 SHOWN = 500  # rows the table shows at most (the count says how many fit)
 GiB = 1024**3
-COLUMNS = ("Model", "Needed GiB", "Free GiB", "Weights GiB", "Peak GiB", "Max batch", "Max seq", "Method", "Library", "Architecture",
-           "Scenario")
+COLUMNS = ("Model", "Needed GiB", "Free GiB", "Weights GiB", "Peak GiB", "Max batch", "Max seq", "Method", "Library", "Architecture")
 _READ = ("model", "revision", "library", "architecture", "dtype", "mode", "batch_size", "seq_len", "max_new_tokens", "optimizer",
          "lora_rank", "gradient_checkpointing", "pure_16bit", "device", "gpu", "gpu_memory_bytes", "total_bytes", "peak_bytes",
          "needed_bytes", "fits", "max_batch", "max_seq", "method", "error", "share_query")
@@ -253,12 +252,13 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
     chosen = sweep.parts.get((query.use, query.dtype, scenario or ""))
     if chosen is None:
         chosen = sweep.frame.iloc[:0]
-    failed = chosen["error"].notna().to_numpy()
-    n_failed = int(chosen.loc[failed, "model"].nunique())
-    chosen = chosen[~failed]
     exact = (chosen["gpu"] == name).to_numpy()
-    if not query.memory and exact.any():  # the sweep's own answer for this GPU
+    if not query.memory and exact.any():
         chosen = chosen[exact]
+    failed = chosen["error"].notna().to_numpy()
+    n_failed = len(set(chosen.loc[failed, "model"]) - set(chosen.loc[~failed, "model"]))  # no answer at all for this question
+    chosen = chosen[~failed]
+    if not query.memory and exact.any():  # the sweep's own answer for this GPU
         known = (chosen["fits"].notna() | chosen["needed_bytes"].notna()).to_numpy()
         n_unknown = int(chosen.loc[~known, "model"].nunique())
         chosen = chosen[known]
@@ -287,7 +287,6 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
         "Method": shown["method"].astype("string"),
         "Library": shown["library"].astype("string"),
         "Architecture": shown["architecture"].astype("string"),
-        "Scenario": shown["scenario"].astype("string"),
     }, columns=list(COLUMNS))
     summary = (f"{len(fit):,} of {considered:,} models fit {name} ({total / GiB:.2f} GiB) — {USES.get(query.use, query.use)}, "
                f"{query.dtype}, {scenario or 'no scenario swept'}")

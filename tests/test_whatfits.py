@@ -138,3 +138,14 @@ def test_the_shipped_dataset_answers_as_the_single_estimate(hub_server: str) -> 
     assert (row["total_bytes"], row["needed_bytes"], bool(row["fits"])) == (cli["total_bytes"], cli["fit"]["needed_bytes"], cli["fit"]["fits"])
     shown = whatfits.answer(sweep, Query(gpu="RTX 4090", use="load", dtype="bfloat16", filter="gpt2")).table.iloc[0]
     assert shown["Needed GiB"] == round(cli["fit"]["needed_bytes"] / GiB, 2) and shown["Method"] == cli["method"]
+
+
+def test_a_model_that_failed_for_another_gpu_only_is_not_counted_as_failed(tmp_path: Path) -> None:
+    rows = [_row("org/a", "load", GiB), _row("org/a", "load", None, gpu="A100 80GB", error="ran past the time limit", method=None),
+            _row("org/b", "load", None, error="config.json is malformed", method=None)]
+    pd.DataFrame(rows).to_parquet(tmp_path / "s.parquet")
+    sweep = whatfits.load(str(tmp_path / "s.parquet"))
+    on_rtx = whatfits.answer(sweep, Query(gpu="RTX 4090", use="load", dtype="bfloat16"))
+    assert (on_rtx.fitting, on_rtx.considered) == (1, 1) and "; 1 could not be estimated" in on_rtx.summary  # org/b only
+    typed = whatfits.answer(sweep, Query(memory="8GiB", use="load", dtype="bfloat16"))
+    assert typed.fitting == 1 and "; 1 could not be estimated" in typed.summary

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import pandas as pd
 import pytest
 
 from estimator_app import whatfits
@@ -80,12 +81,15 @@ def test_pick_a_gpu_and_use_then_open_a_model_s_full_answer(browser: Any, app_ur
     context.close()
 
 
-@pytest.mark.parametrize(("name", "width", "height"), [("fits-desktop", 1280, 900), ("fits-narrow", 390, 844)])
-def test_a_tab_link_opens_the_tab_with_its_answer(browser: Any, app_url: str, name: str, width: int, height: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "width", "height", "gpu", "memory"), [("fits-desktop", 1280, 900, "RTX 4090", None),
+                                                                        ("fits-narrow", 390, 844, None, "24GiB")])
+def test_a_tab_link_opens_the_tab_with_its_answer(browser: Any, app_url: str, name: str, width: int, height: int, gpu: str | None,
+                                                  memory: str | None, tmp_path: Path) -> None:
+    """A LoRA question by link, for a swept GPU (the sweep's own fit, largest batch and sequence) and for a typed size."""
     sweep = whatfits.load(str(whatfits.SHIPPED))
     use = "lora" if "lora" in sweep.uses() else sweep.uses()[0]
     dtype = sweep.dtypes(use)[0]
-    query = whatfits.Query(gpu=None, memory="24GiB", use=use, dtype=dtype, scenario=sweep.scenarios(use, dtype)[0], filter="")
+    query = whatfits.Query(gpu=gpu, memory=memory, use=use, dtype=dtype, scenario=sweep.scenarios(use, dtype)[0], filter="")
     truth = whatfits.answer(sweep, query)
     assert truth.fitting > 0
     context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
@@ -96,7 +100,9 @@ def test_a_tab_link_opens_the_tab_with_its_answer(browser: Any, app_url: str, na
     wait_for_table(page, first)
     assert shown_models(page) == [cell.split("]")[0][1:] for cell in truth.table["Model"]]
     assert any(cell.startswith("Needed GiB") for cell in grid_rows(page)[0])
-    assert page.locator("#fits-memory input, #fits-memory textarea").first.input_value() == "24GiB"
+    assert page.locator("#fits-memory input, #fits-memory textarea").first.input_value() == (memory or "")
+    if gpu:  # the sweep's largest batch on that GPU is shown
+        assert [row[5] for row in grid_rows(page)[1]] == ["" if v is pd.NA else str(v) for v in truth.table["Max batch"]]
     target = REPO_ROOT / "docs" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
     target.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(target / f"{name}.png"), full_page=True)
