@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             call(url, form(model, ["float32"]), "warm-up")
         for mode in ("inference", "training"):
             call(url, form("estimator-test/tiny-llama", ["float32"], mode=mode, seq=8), "warm-up")
+        call(url, fits_inputs(), "warm-up", endpoint="what_fits")  # pyarrow's dataset reader, the dataset read once
         rss_before = rss_mb(pid) if pid else float("nan")
         jobs = plan(args.requests, args.seed)
         local = threading.local()
