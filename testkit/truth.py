@@ -15,7 +15,8 @@ def storage_bytes(model: torch.nn.Module) -> int:
     storages: dict[int, int] = {}
     for tensor in [*model.parameters(), *model.buffers()]:
         storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
+        if storage.nbytes():  # an empty storage's pointer may equal another's (MobileBERT's 0-row dense at embedding_size == hidden_size)
+            storages[storage.data_ptr()] = storage.nbytes()
     return sum(storages.values())
 
 
