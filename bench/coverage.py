@@ -206,6 +206,39 @@ def _cause(entry: dict[str, Any]) -> str:
     return f"{prefix}{name}: {cause(detail)}" if name else cause(detail)
 
 
+FAMILIES = (  # (family, words in the failure detail), first match wins
+    ("needs inputs other than token ids (images, audio, boxes, a second tower's inputs)",
+     ("required positional argument", "unexpected keyword argument 'input_ids'", "'NoneType' object has no attribute",
+      "You have to specify", "Input image size", "specify exactly one of input_ids", "Input must be a", "to have 3 channels",
+      "channels, but got", "pixel_values")),
+    ("a cache that is not an attention cache (hybrid/SSM)", ("get_seq_length", "LinearAttention", "cache_params", "conv_states")),
+    ("a data-dependent op on fake tensors", ("DataDependentOutputException", "DynamicOutputShapeException", "data-dependent")),
+    ("real tensors made inside the model's forward", ("convert all Tensors to FakeTensors", "Mixing fake modes")),
+    ("refused: the config breaks a rule of its library", ("MalformedConfigError", "The config")),
+    ("a shape mismatch in the model's code at the small config", ("must match the size", "broadcast", "split_with_sizes",
+                                                                  "shape '", "same reduction dim", "invalid for input")),
+)
+
+
+def family(entry: dict[str, Any]) -> str:
+    text = f"{entry.get('error', '')}: {entry.get('detail') or entry.get('cause') or ''}"
+    if entry["status"] == "mismatch":
+        return "load bytes differ from the real build"
+    if entry["status"] == "timeout":
+        return "timeout"
+    return next((name for name, words in FAMILIES if any(w in text for w in words)), "other")
+
+
+def family_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    types: dict[str, set[str]] = defaultdict(set)
+    for r in built(rows):
+        for m in MODES:
+            if r[m]["status"] != "ok":
+                types[family(r[m])].add(r["model_type"])
+    body = [[len(v), k, ", ".join(sorted(v)[:6]) + (" …" if len(v) > 6 else "")] for k, v in sorted(types.items(), key=lambda kv: -len(kv[1]))]
+    return ["types", "cause family", "examples"], body
+
+
 def markdown(head: list[str], body: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
@@ -221,6 +254,7 @@ def report(tag: str) -> str:
             f"{len(rows)} model types; small config built for real on CPU: {len(b)}; not built: {len(skipped)}.", "",
             "Command: `python -m bench.coverage --tag " + tag + "` then `python -m bench.coverage --report " + tag + "`.", "",
             "## By category", "", markdown(*category_table(rows)), "",
+            "## By cause family", "", markdown(*family_table(rows)), "",
             "## By failure cause (rows that are not exact / not simulated)", "", markdown(*cause_table(rows)), "",
             "## Seconds per mode (types built)", "",
             markdown(["mode", "median", "p90", "max"], [[m, _q(s, 0.5), _q(s, 0.9), _q(s, 1.0)] for m, s in seconds.items()]), "",
@@ -239,6 +273,36 @@ def report(tag: str) -> str:
                           r.get("params"), r.get("truth_bytes"),
                           *[e.get(k) for e in modes for k in ("status", "method", "bytes", "seconds", "cause")], r.get("skip_reason")])
     return "\n".join(text)
+
+
+def compare(before: str, after: str) -> str:
+    """``coverage.md``: the category tables of two runs side by side, then each run's top causes."""
+    rows_b, rows_a = load_rows(before), load_rows(after)
+    head_full, body_full = category_table(rows_a)
+    common = {r["model_type"] for r in rows_b}
+    _, body_b = category_table(rows_b)
+    _, body_a = category_table([r for r in rows_a if r["model_type"] in common])
+    by_b = {r[0]: r for r in body_b}
+    head = ["category", "types", f"built ({before} → {after})", "load exact", "inference simulated", "training simulated", "internal errors"]
+    body = []
+    for r in body_a:
+        old = by_b.get(r[0], [r[0], 0, 0, "-", "-", "-", 0])
+        body.append([r[0], r[1], f"{old[2]} → {r[2]}", *[f"{old[i]} → {r[i]}" for i in (3, 4, 5, 6)]])
+    text = [f"# Coverage over transformers' registry: {before} and {after}", "",
+            f"Commands: `python -m bench.coverage --tag {before}` (then `--tag {after}` after the fixes), "
+            f"`python -m bench.coverage --compare {before} {after}`; rows in coverage_{before}.jsonl / coverage_{after}.jsonl "
+            f"(and .csv), each run's full report in coverage_{before}.md / coverage_{after}.md.", "",
+            "Percentages are of the types whose small config was built for real on the CPU.", "",
+            f"## By category, {after} (the whole registry: {len(rows_a)} types)", "", markdown(head_full, body_full), "",
+            f"## By category, {before} → {after} (the {len(common)} types of the {before} run)", "", markdown(head, body), ""]
+    for tag, rows in ((before, rows_b), (after, rows_a)):
+        text += [f"## Cause families, {tag}", "", markdown(*family_table(rows)), ""]
+    for tag, rows in ((before, rows_b), (after, rows_a)):
+        head_c, body_c = cause_table(rows)
+        text += [f"## Failure causes, {tag} (types per cause, first 25)", "", markdown(head_c, body_c[:25]), ""]
+    out = "\n".join(text)
+    (RESULTS / "coverage.md").write_text(out)
+    return out
 
 
 def _q(values: list[float], q: float) -> str:
@@ -274,6 +338,7 @@ def main(argv: list[str] | None = None) -> int | None:
     parser.add_argument("--workers", type=int, default=2, help="worker processes (at most 2)")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds per type")
     parser.add_argument("--report", metavar="TAG", help="write coverage_TAG.md and .csv from its jsonl")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="write coverage.md: two runs side by side")
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -283,6 +348,9 @@ def main(argv: list[str] | None = None) -> int | None:
         return
     if args.report:
         print(report(args.report))
+        return
+    if args.compare:
+        print(compare(*args.compare))
         return
     types = args.types or all_types()
     if args.retry and args.types:

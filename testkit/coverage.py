@@ -294,7 +294,7 @@ def cause(text: str) -> str:
 def _quoted(m: re.Match[str]) -> str:
     """A quoted field or attribute name stays (it is the cause); class names, values and code go."""
     inner = next(g for g in m.groups() if g is not None)
-    return f"'{inner}'" if re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", inner) else "'…'"
+    return f"'{inner}'" if re.fullmatch(r"[a-z_][a-z0-9_]{0,40}|NoneType|tuple|list|dict", inner) else "'…'"
 
 
 def _formula_reason(notes: tuple[str, ...] | list[str]) -> str:
