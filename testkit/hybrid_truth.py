@@ -89,6 +89,9 @@ _FAMILIES: dict[str, tuple[str, dict[str, Any], str]] = {
                                   "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 8,
                                   "linear_value_head_dim": 8},
                    "gated DeltaNet layer + gated attention layer, MoE"),
+    "minimax": ("minimax", {**_ATTN, "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
+                            "head_dim": 8, "num_local_experts": 2, "num_experts_per_tok": 1},
+                "lightning-attention layer + attention layer, MoE; its own MiniMaxCache"),
     "lfm2": ("lfm2", {**_ATTN, "num_hidden_layers": 2, "layer_types": ["conv", "full_attention"],
                       "block_auto_adjust_ff_dim": False}, "short-convolution layer + attention layer"),
 }

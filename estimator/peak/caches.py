@@ -10,7 +10,9 @@ transformers 5 keeps every decoder's generation state in one ``Cache`` object
   GraniteMoeHybrid, Qwen3-Next's gated delta net, LFM2's short convolutions): ``conv_states`` (the
   last ``conv_kernel`` inputs of the causal convolution) and ``recurrent_states`` (the SSM or
   delta-rule state), both of a fixed size per sequence, whatever the context;
-- hybrid layers (``LinearAttentionAndFullAttentionLayer``): both.
+- hybrid layers (``LinearAttentionAndFullAttentionLayer``): both;
+- MiniMax's own ``MiniMaxCache`` (``generate`` passes it no cache; the model makes it): the
+  lightning-attention layers' states in ``linear_cache``.
 
 :func:`label_cache` labels each of those storages ``kv_cache``, ``conv_state`` or ``ssm_state``.
 :func:`cache_argument` is the keyword under which ``generate`` passes the cache, and
@@ -74,6 +76,8 @@ def state_tensors(cache: Any) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
             states = getattr(layer, name, None)
             if isinstance(states, dict):
                 into.extend(t for t in states.values() if isinstance(t, torch.Tensor))
+    # MiniMax's own cache (MiniMaxCache, a DynamicCache): its lightning-attention layers' states in linear_cache
+    recurrent.extend(t for t in getattr(cache, "linear_cache", None) or () if isinstance(t, torch.Tensor))
     return conv, recurrent
 
 

@@ -150,10 +150,11 @@ def prefill_kwargs(model: nn.Module) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"use_cache": True}
     if config.is_encoder_decoder:
         kwargs["past_key_values"] = EncoderDecoderCache(DynamicCache(), DynamicCache())
-    else:
+    elif getattr(model, "_supports_default_dynamic_cache", lambda: True)():
         # under generate's keyword for it (Mamba-named models: cache_params); hybrid configs get their
         # linear-attention layers from layer_types (transformers' get_layer_types_and_kwargs)
         kwargs[cache_argument(model)] = DynamicCache(config=config.get_text_config(decoder=True))
+    # else, as generate: the model makes its own cache (MiniMax's MiniMaxCache)
     if _accepts(model, "logits_to_keep"):
         kwargs["logits_to_keep"] = 1
     return kwargs
