@@ -208,7 +208,9 @@ def run_task(reference: str, grid: Grid, *, task: str, done_state: str | None = 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
-        ref = parse_reference(reference)
+        from huggingface_hub import constants
+
+        ref = parse_reference(reference, endpoint=constants.ENDPOINT if "://" in reference else None)  # a URL of HF_ENDPOINT too, as estimate()
     except Exception as exc:
         message, kind = describe(exc)
         rows = [r for s in grid.scenarios() for r in error_rows(message, kind, reference=reference, model=None, revision=None, source=None,

@@ -47,7 +47,8 @@ def driven(hub_server: str, local_model: Path, tmp_path_factory: pytest.TempPath
 
     out = tmp_path_factory.mktemp("sweep")
     env = hub_env(hub_server, out / "hf_home")
-    spec = {"refs": [*HUB_REFS, str(local_model)], "kill_refs": [*SUBSET, str(local_model)], "grid": GRID, "out": str(out)}
+    hub_refs = [f"{hub_server}/{r}" if r.endswith("-mismatch") else r for r in HUB_REFS]  # one as a Hub URL
+    spec = {"refs": [*hub_refs, str(local_model)], "kill_refs": [*SUBSET, str(local_model)], "grid": GRID, "out": str(out)}
     done = subprocess.run([sys.executable, "-m", "tests._drive_sweep"], input=json.dumps(spec), capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -97,6 +98,8 @@ def test_every_requested_row_is_there_failures_included(driven: dict[str, Any], 
     assert len(ok) == 4 * 3 + 6 and all(r["total_bytes"] > 0 for r in ok)
     assert by_ref[str(local_model)]["source"] == "local" and by_ref[str(local_model)]["revision"] is None
     assert by_ref["estimator-test/tiny-llama"]["model"] == "estimator-test/tiny-llama" and len(by_ref["estimator-test/tiny-llama"]["revision"]) == 40
+    url = next(r for r in driven["refs"] if "://" in r)
+    assert by_ref[url]["model"] == "estimator-test/tiny-llama-mismatch" and by_ref[url]["error"] is None
 
 
 def test_each_row_equals_the_single_answer(driven: dict[str, Any]) -> None:
@@ -171,12 +174,12 @@ def _free_port() -> int:
 
 
 def test_same_dataset_on_a_separately_started_cluster(driven: dict[str, Any], hub_server: str, tmp_path: Path) -> None:
-    """``ray start --head`` on loopback, then the CLI with ``--ray-address``: the rows of the local run."""
+    """``ray start --head`` on loopback, then the CLI with ``--ray-address`` (and ``--push-to-hub``): the rows of the local run."""
     from testkit.hub_process import hub_env
 
     ray = Path(sys.executable).with_name("ray")
     port = _free_port()
-    env = {**hub_env(hub_server, tmp_path / "hf_home"), "RAY_AUTH_MODE": "token"}
+    env = {**hub_env(hub_server, tmp_path / "hf_home"), "RAY_AUTH_MODE": "token", "HF_TOKEN": "hf_standin_user"}
     head = subprocess.Popen([str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
                              "--include-dashboard", "false", "--disable-usage-stats", "--object-store-memory", str(100 * 2**20)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -186,14 +189,14 @@ def test_same_dataset_on_a_separately_started_cluster(driven: dict[str, Any], hu
         out = tmp_path / "cluster"
         args = [sys.executable, "-m", "estimator", "sweep", "--models", str(models), "--out", str(out), "--modes", "load", "inference",
                 "--dtypes", "float32,bfloat16", "--seq-len", "64", "--gpu", "L4", "--hub-retries", "1", "--ray-address", f"127.0.0.1:{port}",
-                "--no-progress"]
+                "--no-progress", "--push-to-hub", "standin-user/cluster-fits"]
         done = None
         for _ in range(30):  # the head takes a few seconds to listen
             done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
             if "could not reach" not in done.stderr and "Failed to connect" not in done.stderr:
                 break
         assert done is not None and done.returncode == 0, done.stderr[-3000:] if done else ""
-        assert "4 models: 4 estimated" in done.stdout
+        assert "4 models: 4 estimated" in done.stdout and "pushed: " in done.stdout and "/datasets/standin-user/cluster-fits/" in done.stdout
         import pyarrow.dataset as ds
 
         cluster = ds.dataset(out / "data").to_table().drop_columns(list(VOLATILE)).to_pylist()
