@@ -49,6 +49,11 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
     if max_num_seqs > max_num_batched_tokens:  # vLLM's SchedulerConfig refuses it too
         raise BadOptionError([Option("max_num_batched_tokens"), f" ({max_num_batched_tokens:,}) must be at least ",
                               Option("max_num_seqs"), f" ({max_num_seqs:,})."])
+    stated = next((part.get("num_hidden_layers") for part in (resolved.config.get("text_config") or {}, resolved.config)
+                   if isinstance(part, dict) and isinstance(part.get("num_hidden_layers"), int)), None)
+    if stated is not None and serving.pipeline_parallel_size > stated:  # before any build (ranks.py checks built models too)
+        raise BadOptionError([Option("pipeline_parallel_size"), f" {serving.pipeline_parallel_size} is more than the model's "
+                              f"{stated} layers."], model_id=resolved.name)
     rows = []
     for load_row in built_rows(resolved, load):
         dtype = DType.parse(load_row.dtype, option="dtypes")
