@@ -59,10 +59,20 @@ def main() -> None:
     env = {k: os.environ[k] for k in ("HF_ENDPOINT", "HF_HOME", "HF_HUB_DISABLE_PROGRESS_BARS") if k in os.environ}
     ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
              configure_logging=False, runtime_env={"env_vars": env})
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"phase_seconds": {}}
+    clock = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        result["phase_seconds"][name] = round(now - clock, 1)
+        clock = now
+
+    phase("ray_init")
     first = sweep(refs, out=out / "first", grid=grid, limits=limits, progress=None)
     result["first"] = _report(first)
     result["rows"] = _records(out / "first")
+    phase("first_sweep")
 
     singles = []
     for reference in refs:
@@ -74,6 +84,7 @@ def main() -> None:
                 answer = {"error": user_message(exc)[0]}
             singles.append({"reference": reference, "scenario": scenario.__dict__, **answer})
     result["singles"] = singles
+    phase("single_estimates")
 
     parts = sorted((out / "first" / "data").glob("part-*.parquet"))
     before = {p.name: p.stat().st_mtime_ns for p in parts}
@@ -82,6 +93,7 @@ def main() -> None:
     result["rerun"] = _report(rerun)
     result["rewritten"] = sorted(name for name in after if before.get(name) != after[name])
     result["rows_after_rerun"] = _records(out / "first")
+    phase("rerun")
 
     killed: list[int] = []
 
@@ -102,6 +114,7 @@ def main() -> None:
     result["killed"] = killed
     result["third"] = _report(third)
     result["rows_killed"] = _records(out / "killed")
+    phase("killed_sweep")
     ray.shutdown()
     print(json.dumps(result, default=str))
 

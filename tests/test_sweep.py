@@ -53,6 +53,7 @@ def driven(hub_server: str, local_model: Path, tmp_path_factory: pytest.TempPath
                           env=env, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    print("driver phases (s):", result["phase_seconds"])  # shown with -s; where the minute goes
     result["out"] = out
     result["refs"] = spec["refs"]
     return result
