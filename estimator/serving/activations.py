@@ -137,4 +137,7 @@ def profile_peak(
         encoder = _encoder_bytes(shape.vision, items, tp, act_bytes)
         kept["encoder_cache"] = items * shape.vision.tokens_per_image * hidden * act_bytes
         kept["mm_dummy_inputs"] = _pixel_batch(shape.vision, items)
-    return ProfileEstimate(sum(kept.values()) + max(forward, sampler, encoder), forward, sampler, kept, encoder)
+    text_run = sum(kept.values()) + max(forward, sampler)
+    # the encoder runs first: only the cuBLAS workspace, the pixel batch and its own outputs exist by then
+    encoder_run = (kept["cublas_workspace"] + kept["encoder_cache"] + kept["mm_dummy_inputs"] + encoder) if encoder else 0
+    return ProfileEstimate(max(text_run, encoder_run), forward, sampler, kept, encoder)
