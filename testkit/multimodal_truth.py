@@ -89,3 +89,31 @@ if __name__ == "__main__":
         print(json.dumps(simulate(name, mode, images, seconds)))
     else:
         print(json.dumps(measure(name, mode, images, seconds)))
+
+
+# (kind, case, mode, images, audio seconds or 0): kind is "truth" or "sim"
+Job = tuple[str, str, str, int, float]
+
+_PRELOAD = ["torch", "transformers", "estimator.peak", "estimator.peak.media", "estimator.peak.processors",
+            "testkit.multimodal_cases", "testkit.multimodal_truth", "PIL", "torchvision"]
+
+
+def _job(job: Job) -> tuple[Job, Any]:
+    kind, case, mode, images, seconds = job
+    try:
+        run = measure if kind == "truth" else simulate
+        value: Any = run(case, mode, images, seconds or None)
+    except Exception as exc:  # noqa: BLE001 - reported by the test or bench that needs it
+        value = f"{type(exc).__name__}: {exc}"
+    return job, value
+
+
+def run_jobs(jobs: list[Job], processes: int = 2) -> dict[Job, Any]:
+    """Each job in its own fresh process forked from a server that has imported torch and
+    transformers (the profiler's total must not see what earlier work left alive)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    with ctx.Pool(processes, maxtasksperchild=1) as pool:
+        return dict(pool.imap_unordered(_job, jobs))
