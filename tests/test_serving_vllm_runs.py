@@ -9,7 +9,10 @@ model's config.json. Every run that sized its KV cache is checked:
 - the profile run's torch peak increase within 10%, except where our model says the first stage's forward
   decides it (float32 on one GPU, pipeline stage 0): there vLLM's peak is ~20% above ours, a gap
   docs/serving.md states and this test holds to 25%;
-- the non-torch increase within 0.1 GiB;
+- the non-torch increase (built from published H100 measurements and NCCL's buffer formula, not from these runs:
+  estimator/serving/versions.py) within 0.1 GiB on one GPU and under pipeline parallelism (the logged figure's
+  0.005 GiB rounding allowed), within 0.13 GiB under tensor parallelism, where it is 0.11-0.12 GiB under vLLM's
+  (docs/serving.md);
 - the weights ("Model loading took") within 1%; MXFP4 checkpoints (gpt-oss) are 1.8% (one GPU) to 7.4% (TP4)
   under vLLM's figure, ~0.27 GiB per rank that the MXFP4 bytes as vLLM keeps them (4-bit values, E8M0 scales
   and their swizzled copy) do not explain (docs/serving.md): held to 8%.
@@ -59,7 +62,8 @@ def test_profile_peak_and_non_torch(replays: dict[str, Replay], run_id: str) -> 
             bound = 0.25 if first_stage_forward else 0.10
             assert ours.peak is not None and _rel(ours.peak, vllm.peak) <= bound, (name, phase, ours.peak, vllm.peak)
         if vllm.non_torch is not None:
-            assert ours.non_torch is not None and abs(ours.non_torch - vllm.non_torch) <= 0.1, (name, ours.non_torch, vllm.non_torch)
+            nt_bound = 0.105 if rp.run["tensor_parallel_size"] == 1 else 0.13
+            assert ours.non_torch is not None and abs(ours.non_torch - vllm.non_torch) <= nt_bound, (name, ours.non_torch, vllm.non_torch)
 
 
 @pytest.mark.parametrize("run_id", sorted(SIZED))

@@ -136,6 +136,8 @@ def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType, prof: P
                  + (f"; pipeline stage {limiting} holds the fewest blocks, and vLLM sizes every stage's cache by it" if pp > 1 else "")
                  + " (serving.ranks has each stage): ")
     kept = ", ".join(f"{k} {v:,}" for k, v in prof.kept_bytes.items())
+    from estimator.serving.versions import rules_for
+    non_torch_terms = rules_for(serving.vllm_version.value).non_torch_terms(tp, pp)
     return (
         f"serving (vLLM {serving.vllm_version.value}): {where}{gpu}{p.capacity_bytes:,} bytes x gpu_memory_utilization "
         f"{p.gpu_memory_utilization:g} = {p.requested_bytes:,} bytes for vLLM",
@@ -148,8 +150,10 @@ def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType, prof: P
         + (f"encoder run (images at once, as vLLM's multimodal profiling) {prof.encoder_bytes:,} bytes, " if prof.encoder_bytes else "")
         + f"kept {kept}: peak above the weights {p.profile_peak_bytes:,} "
         f"(the {prof.phase} phase)",
-        f"non-torch memory {p.non_torch_bytes:,} bytes per rank: what vLLM {serving.vllm_version.value} logs on an H100 "
-        "(CUDA context growth, cuBLAS, NCCL buffers under tensor parallelism; docs/serving.md)",
+        f"non-torch memory {p.non_torch_bytes:,} bytes per rank ("
+        + ", ".join(f"{k} {v:,}" for k, v in non_torch_terms.items())
+        + "): the first forward's cuBLAS handles and lazily loaded kernels, NCCL's buffers connected at the first "
+        "all-reduce under tensor parallelism; published H100 measurements (docs/serving.md)",
         f"KV cache ({kv_dtype.value}, {p.kv_bytes_per_token:,} bytes per token): {b.num_blocks:,} blocks of {b.block_size} tokens "
         f"({b.page_bytes * b.group_size:,} bytes each, {len(b.groups)} group(s) of {b.group_size} layers), "
         f"{b.cache_bytes:,} bytes; {b.tokens:,} tokens",

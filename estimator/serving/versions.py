@@ -2,8 +2,9 @@
 
 One :class:`VLLMRules` per version whose start-up we model; :data:`DEFAULT_VLLM_VERSION` is the
 latest. Each field is a rule read from that version's code (cited), or, for the memory that is not
-torch's, the figure its own logs print on the hardware named (it depends on the software stack and the
-interconnect, not on the model):
+torch's and cannot be derived (lazily loaded kernels, NCCL's connected buffers), a published measurement
+on an H100 80GB, cited (it depends on the software stack and the interconnect, not on the model); none
+is taken from the runs the replay test checks:
 
 - **Sampler** (``vllm/v1/sample/ops/topk_topp_sampler.py``): on CUDA with FlashInfer installed (the
   ``vllm/vllm-openai`` images), ``TopKTopPSampler.forward_cuda`` calls
@@ -13,11 +14,29 @@ interconnect, not on the model):
 - **CUDA graphs** (``Worker.determine_available_memory``): captured after the KV cache is allocated, so
   not subtracted from it, unless ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``.
 - **Non-torch memory** (``memory_profiling``: ``non_torch_increase`` = the driver's used memory less
-  torch's reserved memory, after the profile run less at the worker's start): on one GPU, the cuBLAS /
-  cuBLASLt handles and the kernels CUDA loads lazily for the first forward; under tensor parallelism
-  NCCL's buffers for the first all-reduces (on H100 SXM with NVSwitch, NVLS multicast buffers), which
-  vLLM's own log shows as ~2.1 GiB per rank; under pipeline parallelism only (send/recv, no all-reduce),
-  less than on one GPU, since the point-to-point setup before the start snapshot already loaded them.
+  torch's, after the profile run less at ``Worker.init_device``'s snapshot). 0.19 takes that snapshot
+  *after* ``init_worker_distributed_environment`` ("This ensures NCCL buffers are allocated before we
+  measure"), so what the communicators allocate at creation is not in it: NCCL's communicator
+  (``ncclCommInitRank``), vLLM's custom all-reduce IPC buffers (``CustomAllreduce``: ``meta_size() +
+  max_size`` and ``max_size``, ``max_size`` from ``CUSTOM_ALL_REDUCE_MAX_SIZES``, sm90: 64 MiB at TP2,
+  32 MiB at TP4) and the symmetric-memory buffers. What the profile run adds, one term each
+  (:meth:`VLLMRules.non_torch_terms`):
+
+  * ``first_forward``: what the first forward makes outside torch's allocator on any rank: cuBLAS /
+    cuBLASLt handles (their workspaces are torch's since torch 2.3), the kernel modules CUDA loads
+    lazily (``CUDA_MODULE_LOADING=LAZY``) and the local memory the context reserves for them. Not
+    derivable from the model: the published measurement of the same ``memory_profiling`` on one H100
+    80GB, 0.16 GiB (vllm-project/vllm PR #12126, Llama-3.2-11B-Vision, Jan 2025).
+  * ``nccl_connect`` (tensor parallelism): the profile run's all-reduces are of
+    ``max_num_batched_tokens x hidden`` values (Llama-8B: 64 MiB), not below custom all-reduce's or
+    symmetric memory's ``max_size`` on sm90, so they go to PyNccl, and NCCL (>= 2.22,
+    ``NCCL_RUNTIME_CONNECT=1``) connects the algorithm's channels and allocates their buffers at that
+    first all-reduce. Its size is the published TP2 - TP1 difference of ``non_torch_memory`` on H100
+    80GB (NVSwitch), 3.58 - 1.79 = 1.79 GiB per rank (vllm-project/vllm PR #10511, Llama-3-8B, Dec 2024),
+    and each rank past two adds one NVLS head: ``nvlsChannels x 2 x nvlsChunkSize x NCCL_STEPS`` =
+    16 x 2 x 128 KiB x 8 = 32 MiB (NCCL's ``ncclNvlsBufferSetup``, src/transport/nvls.cc).
+  * Pipeline parallelism adds nothing in the profile run: a stage after the first runs on the dummy
+    intermediate tensors ``_dummy_run`` allocates, no send or receive happens.
 """
 
 from __future__ import annotations
@@ -41,17 +60,21 @@ class VLLMRules:
     sampler_scratch_bytes: int  # FlashInfer's row_states buffer
     cuda_graphs_subtracted: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default
     cublas_workspace_bytes: int  # torch's cuBLAS workspace on sm90 (":4096:8" = 32 MiB), allocated at the first matmul
-    non_torch_one_gpu: int
-    non_torch_tp: dict[int, int]  # per rank, by tensor-parallel size (the nearest smaller size answers others)
-    non_torch_pp_only: int
-    measured_on: str
+    first_forward_non_torch: int  # cuBLAS handles, lazily loaded modules: a published measurement (see above)
+    nccl_connect_tp2: int  # NCCL's buffers connected at the first all-reduce, per rank at TP2 (published)
+    nvls_head_bytes: int  # each further NVLS head (rank) in NCCL's NVLS buffers
+    sources: tuple[str, ...]  # where the non-torch figures come from
+
+    def non_torch_terms(self, tp: int, pp: int) -> dict[str, int]:
+        """The non-torch increase of one rank, term by term (``pp`` adds none: no send/receive in the profile run)."""
+        terms = {"first_forward": self.first_forward_non_torch}
+        if tp > 1:
+            terms["nccl_connect"] = self.nccl_connect_tp2 + (tp - 2) * self.nvls_head_bytes
+        return terms
 
     def non_torch(self, tp: int, pp: int) -> int:
         """The non-torch increase of one rank."""
-        if tp > 1:
-            known = max(size for size in self.non_torch_tp if size <= tp)
-            return self.non_torch_tp[known]
-        return self.non_torch_pp_only if pp > 1 else self.non_torch_one_gpu
+        return sum(self.non_torch_terms(tp, pp).values())
 
 
 _V0_19 = VLLMRules(
@@ -60,10 +83,12 @@ _V0_19 = VLLMRules(
     sampler_scratch_bytes=1 * MiB,
     cuda_graphs_subtracted=False,
     cublas_workspace_bytes=32 * MiB,
-    non_torch_one_gpu=int(0.25 * GiB),
-    non_torch_tp={2: int(2.07 * GiB), 4: int(2.13 * GiB)},
-    non_torch_pp_only=int(0.07 * GiB),
-    measured_on="H100 80GB HBM3 (SXM, NVSwitch)",
+    first_forward_non_torch=int(0.16 * GiB),
+    nccl_connect_tp2=int((3.58 - 1.79) * GiB),
+    nvls_head_bytes=16 * 2 * 128 * 1024 * 8,
+    sources=("one GPU: vllm-project/vllm PR #12126 (H100 80GB, non_torch_memory 0.16 GiB)",
+             "TP2 - TP1: vllm-project/vllm PR #10511 (H100 80GB, non_torch_memory 3.58 vs 1.79 GiB)",
+             "NVLS head: NCCL src/transport/nvls.cc ncclNvlsBufferSetup (16 channels x 2 x 1 MiB)"),
 )
 
 VLLM_VERSIONS: dict[str, VLLMRules] = {"0.19": _V0_19}
