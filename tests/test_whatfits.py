@@ -149,3 +149,39 @@ def test_a_model_that_failed_for_another_gpu_only_is_not_counted_as_failed(tmp_p
     assert (on_rtx.fitting, on_rtx.considered) == (1, 1) and "; 1 could not be estimated" in on_rtx.summary  # org/b only
     typed = whatfits.answer(sweep, Query(memory="8GiB", use="load", dtype="bfloat16"))
     assert typed.fitting == 1 and "; 1 could not be estimated" in typed.summary
+
+
+def test_a_hub_dataset_named_by_the_setting_is_read_back(hub_server: str, tmp_path: Path) -> None:
+    """The shipped dataset uploaded to the stand-in as a dataset repo; ``ESTIMATOR_SWEEP_DATASET=ORG/NAME`` reads it
+    through ``snapshot_download`` and answers as from the local file; an unknown repo gets the setting's message."""
+    import json
+    import subprocess
+    import sys
+
+    from testkit.hub_process import REPO_ROOT, hub_env
+
+    code = (
+        "import json, os\n"
+        "from huggingface_hub import HfApi\n"
+        "from estimator_app import whatfits\n"
+        "api = HfApi()\n"
+        "api.create_repo('standin-user/page-fits', repo_type='dataset', exist_ok=True)\n"
+        "api.upload_file(path_or_fileobj=str(whatfits.SHIPPED), path_in_repo='data/part-0.parquet', repo_id='standin-user/page-fits',"
+        " repo_type='dataset')\n"
+        "sweep = whatfits.load(whatfits.source_from_env())\n"
+        "found = whatfits.answer(sweep, whatfits.Query(gpu='RTX 4090', use='load', dtype='bfloat16'))\n"
+        "try:\n"
+        "    whatfits.load('standin-user/no-such-dataset')\n"
+        "    missing = ''\n"
+        "except whatfits.DatasetError as exc:\n"
+        "    missing = str(exc)\n"
+        "print(json.dumps({'rows': len(sweep.frame), 'fitting': found.fitting, 'missing': missing}))\n"
+    )
+    env = {**hub_env(hub_server, tmp_path / "hf_home"), "HF_TOKEN": "hf_standin_user", "ESTIMATOR_SWEEP_DATASET": "standin-user/page-fits"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    local = whatfits.load(str(whatfits.SHIPPED))
+    assert got["rows"] == len(local.frame)
+    assert got["fitting"] == whatfits.answer(local, Query(gpu="RTX 4090", use="load", dtype="bfloat16")).fitting
+    assert "no-such-dataset" in got["missing"] and whatfits.ENV in got["missing"]
