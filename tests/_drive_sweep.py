@@ -24,6 +24,7 @@ import ray
 from estimator import estimate
 from estimator.messages import user_message
 from estimator_sweep import Grid, Limits, read_dataset, sweep
+from estimator_sweep.engine import Job, run_jobs
 
 TASK_TITLE = "ray::run_task"
 
@@ -45,6 +46,10 @@ def _task_pids() -> list[int]:
         if cmdline.startswith(TASK_TITLE.encode()):
             found.append(int(entry))
     return found
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 def _report(report: Any) -> dict[str, Any]:
@@ -115,6 +120,12 @@ def main() -> None:
     result["third"] = _report(third)
     result["rows_killed"] = _records(out / "killed")
     phase("killed_sweep")
+
+    # a task past its deadline: the driver kills its worker (ray.cancel force) and reports a "limit" failure
+    started = time.monotonic()
+    outcomes = list(run_jobs(_sleep, [Job(key="sleeper", args=(60,), kwargs={}, deadline_s=1.0)], window=1, poll_s=0.2))
+    result["deadline"] = {"kinds": [o.kind for o in outcomes], "errors": [o.error for o in outcomes], "seconds": round(time.monotonic() - started, 1)}
+    phase("deadline")
     ray.shutdown()
     print(json.dumps(result, default=str))
 

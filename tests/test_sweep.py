@@ -168,6 +168,12 @@ def test_a_killed_worker_loses_nothing(driven: dict[str, Any]) -> None:
     assert len(list((driven["out"] / "killed" / "data").glob("part-*.parquet"))) == 4
 
 
+def test_a_task_past_its_deadline_is_killed_and_reported(driven: dict[str, Any]) -> None:
+    deadline = driven["deadline"]
+    assert deadline["kinds"] == ["limit"] and "--task-timeout" in deadline["errors"][0]
+    assert deadline["seconds"] < 30, "the sleeping task (60 s) was cancelled, not waited for"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
