@@ -43,6 +43,8 @@ FIELDS: tuple[str, ...] = (
     "pipeline_parallel_size",
     "quantization",
     "vllm_version",
+    "images",
+    "audio",
 )
 
 LABELS: dict[str, str] = {
@@ -81,6 +83,8 @@ LABELS: dict[str, str] = {
     "pipeline_parallel_size": "Pipeline parallel size (serving, vLLM's; the stage with the fewest blocks sizes the cache)",
     "quantization": "Quantize while loading (serving, vLLM's --quantization; a checkpoint's own is read from it)",
     "vllm_version": "vLLM version (serving; whose start-up accounting to follow)",
+    "images": "Images per prompt (vision-language models; 0 = the default, 1)",
+    "audio": "Audio seconds (speech models; 0 = the feature extractor's window, Whisper's 30)",
     "token": "Hub token for gated or private models (optional; never stored)",
     "post_token": "Your Hub token (write-discussions)",
 }
@@ -121,6 +125,8 @@ OPTIONS: dict[str, str] = {
     "pipeline_parallel_size": "pipeline_parallel_size",
     "quantization": "quantization",
     "vllm_version": "vllm_version",
+    "images": "images",
+    "audio_seconds": "audio",
     "token": "token",
 }
 

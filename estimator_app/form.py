@@ -89,6 +89,8 @@ class FormState:
     pipeline_parallel_size: int = 1
     quantization: str = "none"
     vllm_version: str = VLLM_VERSIONS[-1]
+    images: int | None = None  # None: the core's default (1 image for a vision-language model)
+    audio: int | None = None  # seconds; None: the feature extractor's window
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", canonical_dtypes(self.dtypes))
@@ -198,6 +200,8 @@ SPECS: dict[str, Field] = {
     "pipeline_parallel_size": _number_field("pipeline_parallel_size"),
     "quantization": _choice_field("quantization", SERVING_QUANTIZATIONS),
     "vllm_version": _choice_field("vllm_version", VLLM_VERSIONS),
+    "images": _number_field("images", "auto"),
+    "audio": _number_field("audio", "auto"),
 }
 assert tuple(SPECS) == FIELDS, "SPECS must list every field of fields.FIELDS, in that order"
 
