@@ -126,8 +126,19 @@ def run_one(refs: list[str], grid: Any, workers: int, out: Path) -> dict[str, An
             "error_kinds": kinds, "models_per_minute": round(len(refs) / seconds * 60, 1), "computed": report.computed,
             "worker_peak_rss_bytes": max(memory.peaks.values(), default=0), "worker_processes": len(memory.peaks),
             "requested_rows_present": _all_present(table, refs, grid), "load_average_5min": round(load, 2),
+            "median_call_seconds_by_method": _by_method(table),
             "bug_messages": sorted({e for e, k in zip(table.column("error").to_pylist(), table.column("error_kind").to_pylist(), strict=True)
                                     if k == "bug"})[:20]}
+
+
+def _by_method(table: Any) -> dict[str, float]:
+    """Median seconds of one estimate() call, by the method of its rows (stored = headers only, no torch)."""
+    import statistics
+
+    calls: dict[str, dict[tuple[str, str], float]] = {}
+    for ref, mode, method, seconds in zip(*(table.column(c).to_pylist() for c in ("reference", "mode", "method", "seconds")), strict=True):
+        calls.setdefault(method or "error", {})[(ref, mode)] = seconds
+    return {method: round(statistics.median(v.values()), 3) for method, v in sorted(calls.items())}
 
 
 def _all_present(table: Any, refs: list[str], grid: Any) -> bool:
@@ -147,6 +158,11 @@ def markdown(runs: list[dict[str, Any]], corpus: dict[str, int]) -> str:
         lines.append(f"| {run['grid']} | {run['workers']} | {run['references']} | {run['rows']} | {run['error_rows']} {run['error_kinds']} | "
                      f"{run['seconds']} | {run['models_per_minute']} | {run['worker_peak_rss_bytes'] / 2**20:.0f} MiB | {run['requested_rows_present']} | "
                      f"{run.get('load_average_5min', '')} |")
+    lines += ["", "Median seconds of one `estimate()` call by the rows' method (`stored`: safetensors headers read over HTTP, no torch; "
+              "`exact`: built on the meta device; `simulated`: run on fake tensors; `error`: failed calls):", ""]
+    for run in runs:
+        if run.get("median_call_seconds_by_method"):
+            lines.append(f"- {run['grid']}, {run['workers']} worker(s): " + ", ".join(f"{k} {v} s" for k, v in run["median_call_seconds_by_method"].items()))
     lines += ["", "## Projection: 100,000 Hub repos", "",
               f"From the 1-worker rate (one core, no contention), at an assumed ${PRICE_PER_VCPU_HOUR} per vCPU-hour (on-demand "
               "compute-optimized cloud instances, 2025 list prices; an assumption, not measured), nodes of 16 cores, one worker per core. "
