@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="estimate-memory",
         description="How much memory a Hugging Face model needs to load, run and train, per dtype, without downloading weights.",
+        epilog="Many models at once, on Ray, into a Parquet dataset: estimate-memory sweep --help (docs/sweep.md).",
     )
     parser.add_argument("model", help="Hub repo id (org/name or a legacy id like gpt2), Hub URL, or a local folder with a config.json")
     parser.add_argument("--library", "--library_name", default="auto", help="auto, transformers, timm, diffusers, sentence-transformers (default: auto)")
