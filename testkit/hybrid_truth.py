@@ -92,6 +92,8 @@ _FAMILIES: dict[str, tuple[str, dict[str, Any], str]] = {
     "minimax": ("minimax", {**_ATTN, "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
                             "head_dim": 8, "num_local_experts": 2, "num_experts_per_tok": 1},
                 "lightning-attention layer + attention layer, MoE; its own MiniMaxCache"),
+    "rwkv": ("rwkv", {"hidden_size": 32, "num_hidden_layers": 2, "vocab_size": 1000, "attention_hidden_size": 32,
+                      "intermediate_size": 64}, "RWKV-4 time mixing, its state list"),
     "lfm2": ("lfm2", {**_ATTN, "num_hidden_layers": 2, "layer_types": ["conv", "full_attention"],
                       "block_auto_adjust_ff_dim": False}, "short-convolution layer + attention layer"),
 }
@@ -99,11 +101,10 @@ SEQ_LENS = (16, 48)
 
 # Measured, not modelled: where generate's logits post-processing after the last forward holds more
 # than the forward did, the simulation (which stops at the forward) is below the allocator's peak.
-_GAPS = {
-    "lfm2_16": {"inference": "generate's logits processing after the last decode forward (min_new_tokens' torch.where "
-                             "over the vocabulary: b x V float32 logits, their copy and the masked result) holds more "
-                             "than the forward's peak in this 0.2 MB model; the simulation stops at the forward"},
-}
+_TAIL = ("generate's logits processing after the last decode forward (min_new_tokens' torch.where over the "
+         "vocabulary: b x V float32 logits, their copy and the masked result) holds more than the forward's peak "
+         "in this tiny model; the simulation stops at the forward")
+_GAPS = {"lfm2_16": {"inference": _TAIL}, "rwkv_16": {"inference": _TAIL}}
 
 HYBRID_CASES: dict[str, HybridCase] = {
     f"{family}_{n}": HybridCase(f"{family}_{n}", model_type, overrides, n, what=what,

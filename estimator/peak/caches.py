@@ -12,7 +12,8 @@ transformers 5 keeps every decoder's generation state in one ``Cache`` object
   delta-rule state), both of a fixed size per sequence, whatever the context;
 - hybrid layers (``LinearAttentionAndFullAttentionLayer``): both;
 - MiniMax's own ``MiniMaxCache`` (``generate`` passes it no cache; the model makes it): the
-  lightning-attention layers' states in ``linear_cache``.
+  lightning-attention layers' states in ``linear_cache``;
+- RWKV's ``state`` (a list of tensors the model returns and takes back): its recurrent state.
 
 :func:`label_cache` labels each of those storages ``kv_cache``, ``conv_state`` or ``ssm_state``.
 :func:`cache_argument` is the keyword under which ``generate`` passes the cache, and
@@ -21,6 +22,7 @@ transformers 5 keeps every decoder's generation state in one ``Cache`` object
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,14 +37,29 @@ __all__ = ["cache_argument", "label_cache", "returned_cache", "state_tensors", "
 
 def cache_argument(model: nn.Module) -> str:
     """The forward's keyword for the cache, by ``generate``'s own rule
-    (``GenerationMixin._prepare_cache_for_generation``: ``"mamba" in`` the class name -> ``cache_params``)."""
-    return "cache_params" if "mamba" in type(model).__name__.lower() else "past_key_values"
+    (``GenerationMixin._prepare_cache_for_generation``: ``"mamba" in`` the class name -> ``cache_params``);
+    RWKV, which takes no ``Cache`` (``_supports_default_dynamic_cache`` is false), carries its ``state``."""
+    if "mamba" in type(model).__name__.lower():
+        return "cache_params"
+    if not getattr(model, "_supports_default_dynamic_cache", lambda: True)() and _takes(model, "state"):
+        return "state"
+    return "past_key_values"
+
+
+def _takes(model: nn.Module, arg: str) -> bool:
+    try:
+        return arg in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def returned_cache(out: Any) -> Any:
-    """The cache a model's forward returned (``past_key_values``, or Mamba's ``cache_params``), or ``None``."""
-    cache = getattr(out, "past_key_values", None)
-    return cache if cache is not None else getattr(out, "cache_params", None)
+    """The cache a model's forward returned (``past_key_values``, Mamba's ``cache_params``, RWKV's ``state``), or ``None``."""
+    for name in ("past_key_values", "cache_params", "state"):
+        cache = getattr(out, name, None)
+        if cache is not None:
+            return cache
+    return None
 
 
 def tensors_in(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:
@@ -85,6 +102,9 @@ def label_cache(tracker: StorageTracker, cache: Any) -> None:
     """Label the storages of ``cache``: conv and recurrent states as ``conv_state`` and
     ``ssm_state``, every other tensor it holds (keys and values) as ``kv_cache``."""
     if cache is None:
+        return
+    if isinstance(cache, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in cache):  # RWKV's state
+        tracker.relabel(cache, Component.SSM_STATE)
         return
     tracker.relabel(tensors_in(cache), Component.KV_CACHE)
     conv, recurrent = state_tensors(cache)
