@@ -34,7 +34,7 @@ ENV = "ESTIMATOR_SWEEP_DATASET"
 SHIPPED = Path(__file__).resolve().parent / "data" / "sweep.parquet"
 USES: dict[str, str] = {
     "load": "Load the weights",
-    "inference": "Inference (one forward at a context)",
+    "inference": "Inference (generate at a context)",
     "lora": "LoRA fine-tuning",
     "full": "Full fine-tuning",
     "serving": "Serving (vLLM)",
