@@ -76,7 +76,7 @@ def small_config_refs(folder: Path) -> list[str]:
 
 
 class WorkerMemory:
-    """Samples the resident peak (VmHWM) of every ``ray::`` process under this driver, every 0.5 s."""
+    """Samples the resident peak (VmHWM) of every Ray worker process (``ray::run_task``, ``ray::IDLE``) under this driver, every 0.5 s."""
 
     def __init__(self) -> None:
         self.peaks: dict[int, int] = {}
@@ -90,7 +90,8 @@ class WorkerMemory:
         while not self._stop.is_set():
             for child in me.children(recursive=True):
                 try:
-                    if not " ".join(child.cmdline()).startswith("ray::"):
+                    title = " ".join(child.cmdline())
+                    if not title.startswith("ray::") or "Agent" in title:  # workers only, not Ray's own agents
                         continue
                     status = Path(f"/proc/{child.pid}/status").read_text()
                 except (psutil.Error, OSError):
