@@ -165,17 +165,24 @@ def markdown(runs: list[dict[str, Any]], corpus: dict[str, int]) -> str:
         if run.get("median_call_seconds_by_method"):
             lines.append(f"- {run['grid']}, {run['workers']} worker(s): " + ", ".join(f"{k} {v} s" for k, v in run["median_call_seconds_by_method"].items()))
     lines += ["", "## Projection: 100,000 Hub repos", "",
-              f"From the 1-worker rate (one core, no contention), at an assumed ${PRICE_PER_VCPU_HOUR} per vCPU-hour (on-demand "
-              "compute-optimized cloud instances, 2025 list prices; an assumption, not measured), nodes of 16 cores, one worker per core. "
-              "The Hub's own rate limits (HTTP 429, retried with backoff and recorded) are not modelled: a real run of this size needs "
-              "a token with a higher limit or a slower pace.", "",
+              f"From the 1-worker rate measured here (one worker, on a machine shared with other work: see the load average, so a "
+              f"dedicated core is likely faster), at an assumed ${PRICE_PER_VCPU_HOUR} per vCPU-hour (on-demand compute-optimized cloud "
+              "instances; an assumption, not measured), nodes of 16 cores, one worker per core. Caveats: this corpus is mostly small "
+              "configs (the inference run's first 100 references include the stand-in's 38 full-size repos, 70B and 405B among them, so it "
+              "is the more representative); the stand-in answers on loopback, while the real Hub adds 0.1-0.3 s per request (a headers-only "
+              "load row makes a few: model_info, the index, one Range read per shard) and rate-limits (HTTP 429, retried with backoff, "
+              "then recorded as `hub` rows): a run of this size needs a token with a higher limit or a slower pace.", "",
+              "Cheap rows: `load` rows of Hub repos with safetensors come from the headers (`method: stored`) and import neither torch "
+              "nor transformers; `exact` rows build the model on the meta device (torch, seconds for large models); `simulated` rows "
+              "(inference, training) run the model on fake tensors and dominate the cost; with `--gpu`, each inference or training row "
+              "also searches the largest batch and context (more simulations).", "",
               "| grid | models / min / core | vCPU-hours | cost | 1 node | 10 nodes | 100 nodes |", "|---|---|---|---|---|---|---|"]
     for run in runs:
         if run["workers"] != 1:
             continue
         per_core = run["models_per_minute"]
         hours = 100_000 / per_core / 60
-        lines.append(f"| {run['grid']} | {per_core} | {hours:,.0f} | ${hours * PRICE_PER_VCPU_HOUR:,.0f} | "
+        lines.append(f"| {run['grid']} | {per_core} | {hours:,.1f} | ${hours * PRICE_PER_VCPU_HOUR:,.2f} | "
                      + " | ".join(f"{hours / (16 * n):,.1f} h" for n in (1, 10, 100)) + " |")
     return "\n".join(lines) + "\n"
 
@@ -186,7 +193,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N references")
     parser.add_argument("--grids", nargs="+", default=["load", "inference"], help="load and/or inference")
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--report", action="store_true", help="only rewrite sweep.md from sweep_runs.json")
     args = parser.parse_args(argv)
+    if args.report:
+        stored = json.loads((RESULTS / "sweep_runs.json").read_text())
+        (RESULTS / "sweep.md").write_text(markdown(stored["runs"], stored["corpus"]))
+        print(markdown(stored["runs"], stored["corpus"]))
+        return 0
     from estimator_sweep import Grid
 
     grids = {"load": Grid(modes=("load",), dtypes=("float32", "bfloat16")),
