@@ -142,3 +142,20 @@ def test_a_field_the_training_step_reads_and_the_config_lacks_is_named(tmp_path:
     assert estimate(str(folder(tmp_path, t5)), mode="inference", dtypes=["float32"]).row("float32").method == "simulated"
     fixed = {**t5, "decoder_start_token_id": 0}
     assert estimate(str(folder(tmp_path, fixed)), mode="training", dtypes=["float32"]).row("float32").method == "simulated"
+
+
+def test_a_whole_number_written_as_a_float_is_read_as_its_library_reads_it(tmp_path: Path) -> None:
+    """transformers' own MusicFlamingo default states max_position_embeddings = 1200.0 and its config
+    class (as Whisper's) takes it: the estimator reads it too (the load row equals a real build's bytes);
+    1200.5 is refused."""
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from testkit.truth import storage_bytes
+
+    whisper = {**WHISPER, "pad_token_id": 999, "max_position_embeddings": 1200.0}  # WhisperConfig takes the float as given
+    real = transformers.WhisperForConditionalGeneration._from_config(CONFIG_MAPPING["whisper"].from_dict(dict(whisper)), dtype=torch.float32)
+    assert estimate(str(folder(tmp_path, whisper)), dtypes=["float32"]).row("float32").total_bytes == storage_bytes(real)
+    with pytest.raises(MalformedConfigError, match=r"max_position_embeddings = 1200.5; it must be a whole number"):
+        estimate(str(folder(tmp_path, {**whisper, "max_position_embeddings": 1200.5})), dtypes=["float32"])

@@ -49,6 +49,8 @@ def check_config(config: dict[str, Any], *, model: str) -> None:
         if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             # one value per stage (CvT's embed_dim, Swin's num_heads, an image's height and width): each is checked
             value = max(value) if min(value) >= 0 else min(value)
+        if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_FIELD:
+            value = int(value)  # a whole number written as a float (MusicFlamingo's max_position_embeddings 1200.0); its library takes it
         if isinstance(value, bool) or not isinstance(value, int):
             raise MalformedConfigError(f"The config of {model} has {name} = {value!r}; it must be a whole number "
                                        "(or a list of whole numbers, one per stage).")
