@@ -187,7 +187,7 @@ def test_same_dataset_on_a_separately_started_cluster(driven: dict[str, Any], hu
     ray = Path(sys.executable).with_name("ray")
     port = _free_port()
     env = {**hub_env(hub_server, tmp_path / "hf_home"), "RAY_AUTH_MODE": "token", "HF_TOKEN": "hf_standin_user"}
-    head = subprocess.Popen([str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+    head = subprocess.Popen([str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "1",
                              "--include-dashboard", "false", "--disable-usage-stats", "--object-store-memory", str(100 * 2**20)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
