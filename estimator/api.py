@@ -229,6 +229,10 @@ def _with_fit(rows: tuple[Row, ...], resolved: Resolved, options: Options, gpu: 
             simulators[str(row.dtype)] = simulate
     text = resolved.library is not Library.TIMM
     limit = max_positions(resolved.config) if text else None
+    if limit is not None and options.mode is not Mode.LOAD:  # the images' tokens share the context with the text
+        from estimator.peak.rows import image_tokens
+
+        limit -= image_tokens(resolved, options.work)
     if limit is not None:
         limit = max(1, limit - (shape.max_new_tokens if options.mode is Mode.INFERENCE else 0))
     return with_fit(rows, mode=options.mode.value, gpu=gpu, batch_size=shape.batch_size, seq_len=shape.text_len,

@@ -24,13 +24,11 @@ from testkit.hub_process import REPO_ROOT, hub_env
 from testkit.multimodal_truth import Job, run_jobs
 
 TOLERANCE = 0.02
-# (case, mode, images, audio seconds): every vision-language family at 2 images in generate, training at
-# 1 image for three of them, and both speech models at two audio lengths.
+# (case, mode, images, audio seconds): every vision-language family at 2 images in generate, one training
+# step, and both speech models (the full grid: bench/multimodal_accuracy.py).
 SAMPLE: list[tuple[str, str, int, float]] = [
     *((case, "inference", 2, 0.0) for case in ("llava", "gemma3", "qwen2_5_vl", "idefics3", "paligemma", "mllama")),
-    *((case, "training", 1, 0.0) for case in ("llava", "qwen2_5_vl", "mllama")),
-    ("whisper", "inference", 0, 5.0), ("whisper", "inference", 0, 30.0),
-    ("speech_to_text", "inference", 0, 5.0), ("speech_to_text", "training", 0, 12.0),
+    ("qwen2_5_vl", "training", 1, 0.0), ("whisper", "inference", 0, 30.0), ("speech_to_text", "training", 0, 12.0),
 ]
 
 
@@ -76,10 +74,9 @@ def _drive(url: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_hub_vlm_with_its_processor_files(hub_server: str) -> None:
     common = {"mode": "inference", "device": "cpu", "dtypes": ["float32"], "seq_len": 32, "max_new_tokens": 4}
-    two, default, text_only, not_vlm, video = _drive(hub_server, [
+    two, default, not_vlm, video = _drive(hub_server, [
         {"model": "estimator-test/tiny-llava", "kwargs": {**common, "images": 2}},
         {"model": "estimator-test/tiny-llava", "kwargs": common},
-        {"model": "estimator-test/tiny-llava", "kwargs": {**common, "images": 0}},
         {"model": "estimator-test/tiny-llama", "kwargs": {**common, "images": 2}},
         {"model": "estimator-test/tiny-llava", "kwargs": {**common, "video_frames": 8}},
     ])
@@ -91,7 +88,6 @@ def test_hub_vlm_with_its_processor_files(hub_server: str) -> None:
     assert row["components"]["encoder_activations"] > 0
     assert two["ok"]["options"]["images"] == 2
     assert "1 image of 32x32 px per prompt, 16 image tokens" in " ".join(default["ok"]["rows"][0]["notes"])
-    assert "input_ids 1x32" in " ".join(text_only["ok"]["rows"][0]["notes"])
-    assert row["peak_bytes"] > default["ok"]["rows"][0]["peak_bytes"] > text_only["ok"]["rows"][0]["peak_bytes"]
+    assert row["peak_bytes"] > default["ok"]["rows"][0]["peak_bytes"]
     assert not_vlm["error"] == "UnsupportedError" and "--images" in not_vlm["message"] and "llama" in not_vlm["message"]
     assert video["error"] == "UnsupportedError" and "--video-frames" in video["message"]

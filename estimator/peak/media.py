@@ -129,9 +129,14 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
                 return m(**x)
         ids = x.pop("input_ids")
         mask = torch.ones_like(ids)  # known, as the ids are (generate's all-ones mask: no padding)
-        kwargs = prefill_kwargs(m)
-        prepared = m.prepare_inputs_for_generation(ids, attention_mask=mask, is_first_iteration=True, **kwargs, **x)  # type: ignore[operator]
+        kwargs: dict[str, Any] = {**prefill_kwargs(m), **x, "attention_mask": mask}
         with encoder_labelled(m):
+            # generate first runs the image encoder by itself where the model takes its outputs (mm_encoder_outputs:
+            # Idefics3), before the prompt's embeddings exist, then the prefill
+            encode = getattr(m, "_maybe_prepare_encoder_kwargs_for_generation", None)
+            if encode is not None:
+                kwargs = encode(ids, kwargs, "input_ids", m.generation_config)
+            prepared = m.prepare_inputs_for_generation(ids, is_first_iteration=True, **kwargs)  # type: ignore[operator]
             return m(**prepared)
 
     kind = ModelKind.SEQ2SEQ_LM if seq2seq else ModelKind.CAUSAL_LM

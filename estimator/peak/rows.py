@@ -197,6 +197,19 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
         )
 
 
+def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
+    """The image tokens each prompt of ``work`` carries (0 for text models and speech models): what the
+    model's processor expands its images into, so that a context limit counts them too."""
+    from estimator.build.transformers_models import transformers_config
+    from estimator.peak.processors import media_inputs
+
+    media = media_request(resolved, work)
+    if media is None or media.images == 0:
+        return 0
+    config = transformers_config(resolved.config, model=resolved.name)
+    return int(media_inputs(config, media, batch_size=1, text_len=1).tensors["input_ids"].shape[1]) - 1
+
+
 def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     """What each prompt carries besides text, for a model whose processor family is simulated with its
     inputs (:mod:`estimator.peak.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
