@@ -95,6 +95,9 @@ def test_every_requested_row_is_there_failures_included(driven: dict[str, Any], 
     assert by_ref["estimator-test/no-config"]["error_kind"] == "refused" and "config.json" in by_ref["estimator-test/no-config"]["error"]
     assert by_ref["nobody-here/no-such-model"]["error_kind"] == "refused"
     assert by_ref["estimator-test/rate-limited"]["error_kind"] == "hub" and "429" in by_ref["estimator-test/rate-limited"]["error"]
+    import estimator
+
+    assert {r["estimator_version"] for r in rows} == {estimator.__version__}
     ok = [r for r in rows if r["error"] is None]
     assert len(ok) == 4 * 3 + 6 and all(r["total_bytes"] > 0 for r in ok)
     assert by_ref[str(local_model)]["source"] == "local" and by_ref[str(local_model)]["revision"] is None
