@@ -180,6 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         if isinstance(exc, SweepInputError | ReferencesError):
             message, status = str(exc), 2
+        elif isinstance(exc, ImportError) and (exc.name or "").split(".")[0] in ("ray", "pyarrow"):
+            message, status = (f"the sweep needs {(exc.name or '').split('.')[0]}: pip install 'model-memory-estimator[sweep]' "
+                               "(or the pinned versions in requirements.txt)."), 2
         elif isinstance(exc, ConnectionError):
             message, status = f"could not reach the Ray cluster or the Hub: {exc}", 3
         else:

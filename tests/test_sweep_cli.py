@@ -154,3 +154,11 @@ def test_the_contracts_sweep_flags_exist() -> None:
     flags = {f for line in contract.splitlines() if line.startswith("| `sweep ") for f in re.findall(r"(--[a-z0-9-]+)", line.split("|")[1])}
     known = {opt for action in build_parser()._actions for opt in action.option_strings}
     assert len(flags) >= 25 and flags <= known, flags - known
+
+
+def test_without_ray_the_sweep_says_what_to_install(models_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as it does where Ray is not installed
+    assert main(["sweep", "--models", str(models_file), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "needs ray: pip install 'model-memory-estimator[sweep]'" in err and "Traceback" not in err
