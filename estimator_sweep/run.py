@@ -123,9 +123,9 @@ def sweep(
         done_state = part.state if keep and part is not None else None
         jobs.append(Job(key=key, args=(reference, grid), kwargs={"task": key, "done_state": done_state, "limits": limits}, deadline_s=deadline))
     report = SweepReport(out=out, requested=len(refs))
-    bar = Progress(len(jobs), progress)
     session = Session(address=ray_address, workers=workers, memory_bytes=limits.memory_bytes)
     report.workers = session.workers
+    bar = Progress(len(jobs), progress)
     try:
         for outcome in run_jobs(run_task, jobs, window=session.workers, max_retries=max_retries):
             result: TaskResult | None = outcome.value
