@@ -159,10 +159,15 @@ def test_transformers_keeps_the_whole_prompt_of_a_sliding_layer_after_prefill() 
     assert prefill_cache_bytes(config, 1, 40) == layout.bytes_per_token * 40 + 2 * 8 > layout.bytes_for(40) + 2 * 8
 
 
-def test_recurrent_layers_are_refused() -> None:
-    from transformers import Qwen3NextConfig
+def test_recurrent_layers_keep_a_state_and_unplanned_ones_are_refused() -> None:
+    """Qwen3-Next's gated DeltaNet layers keep a per-request state (tests/test_serving_states.py checks its bytes);
+    MiniMax's lightning attention, whose vLLM state is not modelled, is refused with the kinds that are."""
+    from transformers import MiniMaxConfig, Qwen3NextConfig
 
     from estimator.errors import UnsupportedError
 
-    with pytest.raises(UnsupportedError, match="linear_attention"):
-        kv_layout(Qwen3NextConfig(num_hidden_layers=4), dtype_bytes=2)
+    layout = kv_layout(Qwen3NextConfig(num_hidden_layers=4), dtype_bytes=2)
+    assert [layer.kind for layer in layout.layers] == ["mamba", "mamba", "mamba", "full"]
+    assert layout.state_bytes == 3 * layout.recurrent[0].state_bytes > 0
+    with pytest.raises(UnsupportedError, match="not planned yet"):
+        kv_layout(MiniMaxConfig(num_hidden_layers=2, layer_types=["linear_attention", "full_attention"]), dtype_bytes=2)

@@ -18,6 +18,11 @@ max(N/2, hidden), ``workspace2``: tokens x top-k x max(N, hidden), N the merged 
 from vLLM's persistent workspace manager, so they stay allocated; MXFP4 experts (gpt-oss through
 triton_kernels) allocate theirs inside the kernel and free them.
 
+A recurrent mixer (Mamba, Mamba2, gated DeltaNet, short convolution) in the profile run: like the
+attention kernel, vLLM's mixer op finds no metadata and skips its scan, so what the layer holds is its
+input projections' output (``mixer_in / tp``) and the op's output buffer (``mixer_out / tp``) beside the
+residuals; Falcon-H1, whose layers run attention and Mamba2 side by side, holds both.
+
 **Sampler** (last stage): the model's output (tokens x hidden) and the gathered hidden states of the
 requests with the ``torch.rand_like`` copy ``_dummy_sampler_run`` feeds the sampler instead, the logits in the model's dtype (``compute_logits``: requests x the 64-padded vocab, all-gathered
 under TP), their float32 copy (``Sampler.forward``), and what the version's top-k/top-p sampler makes
@@ -95,6 +100,7 @@ def _moe_workspace(layer: LayerShape, tokens: int, hidden: int, tp: int, act: in
 
 def _layer_bytes(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int, mxfp4: bool) -> int:
     held = tokens * (layer.attn_out // tp + 2 * hidden) * act  # attention output, residual in, new residual
+    held += tokens * (layer.mixer_in + layer.mixer_out) // tp * act  # a recurrent mixer's projections and output
     if not layer.experts:
         width = layer.intermediate // tp
         return held + tokens * (3 * width if layer.gated else 2 * width) * act

@@ -19,7 +19,15 @@ layout of :mod:`estimator.serving.kv`); each step is vLLM V1's own rule, cited w
    one request of ``max_model_len`` tokens takes in every group: ``cdiv(max_model_len, block_size)``
    for full attention and MLA, ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len),
    block_size) + 1`` for a sliding window (``SlidingWindowSpec.max_memory_usage_bytes``).
-4. **Defaults** (``vllm/engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``, ``vllm serve``):
+4. **Recurrent layers** (Mamba, gated DeltaNet, short convolutions: :mod:`estimator.serving.states`):
+   one ``MambaSpec`` block holds a request's whole state of a layer, and a request takes one block per
+   recurrent group (``mamba_cache_mode`` "none": vLLM keeps prefix caching off for hybrid models by
+   default, and ``mamba_block_size`` is then ``max_model_len``). All pages must be one size:
+   ``HybridAttentionMambaModelConfig.verify_and_update_config`` raises the attention block size to
+   ``16 x cdiv(state page, 16 x attention bytes per token)`` (16: the attention kernels' block
+   alignment) where ``block_size`` is smaller, and pads the state page to the attention page
+   (``mamba_page_size_padded``). A model of recurrent layers only keeps its unpadded pages.
+5. **Defaults** (``vllm/engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``, ``vllm serve``):
    ``max_num_batched_tokens`` 8192 and ``max_num_seqs`` 1024 on a GPU of at least 70 GiB whose name
    has no "a100", else 2048 and 256.
 """
@@ -62,12 +70,14 @@ class KVGroup:
 class KVBlocks:
     """How vLLM would lay out the KV cache in ``available_bytes``."""
 
-    block_size: int
+    block_size: int  # tokens per attention block (raised for hybrid models: step 4); recurrent-only: max_model_len
     page_bytes: int  # one block of one layer
     group_size: int  # layers sharing a block id (one per group)
     groups: tuple[KVGroup, ...]
     num_blocks: int
     max_model_len: int
+    requested_block_size: int = 0  # --block-size (0: the same as block_size)
+    state_page_bytes: int = 0  # one recurrent layer's state before padding to page_bytes (0: none)
 
     @property
     def cache_bytes(self) -> int:
@@ -76,8 +86,13 @@ class KVBlocks:
 
     @property
     def tokens(self) -> int:
-        """vLLM's "GPU KV cache size: N tokens"."""
+        """vLLM's "GPU KV cache size: N tokens" (blocks per group x the smallest block size of a group)."""
         return self.num_blocks // len(self.groups) * self.block_size
+
+    @property
+    def state_blocks_per_request(self) -> int:
+        """Blocks one request takes for its recurrent state (one per recurrent group)."""
+        return sum(group.blocks_per_request for group in self.groups if group.kind == "mamba")
 
     @property
     def blocks_per_request(self) -> int:
@@ -89,7 +104,29 @@ class KVBlocks:
         return self.num_blocks / self.blocks_per_request
 
 
+def hybrid_block_size(layout: KVLayout, block_size: int) -> int:
+    """The attention block size vLLM sets so that an attention page holds a recurrent layer's state (step 4)."""
+    recurrent, attention = layout.recurrent, layout.attention
+    if not recurrent or not attention:
+        return block_size
+    state, per_token = max(layer.state_bytes for layer in recurrent), attention[0].bytes_per_token
+    return max(block_size, _ALIGN * cdiv(state, _ALIGN * per_token))
+
+
+_ALIGN = 16  # kernel_block_alignment_size of the attention backends (non-MLA, Hopper)
+
+
+def _page(layout: KVLayout, block_size: int) -> int:
+    """One block of one layer: the attention page (state pages padded to it), or a recurrent-only model's state page."""
+    pages = {layer.bytes_per_token * block_size for layer in layout.attention}
+    if len(pages) > 1:
+        raise UnsupportedError("layers with different bytes per token are not planned yet (vLLM pads their pages to one size).")
+    return pages.pop() if pages else max(layer.state_bytes for layer in layout.recurrent)
+
+
 def _blocks_for(layer: KVLayer, max_model_len: int, max_num_batched_tokens: int, block_size: int) -> int:
+    if layer.kind == "mamba":
+        return 1  # the whole state of a request in one block (mamba_block_size = max_model_len)
     if layer.window is None:
         return cdiv(max_model_len, block_size)
     return cdiv(min(layer.window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1
@@ -99,10 +136,8 @@ def kv_blocks(layout: KVLayout, available_bytes: int, *, block_size: int, max_mo
     """The blocks vLLM's KV cache manager makes of ``available_bytes`` for ``layout``."""
     if not layout.layers:
         raise UnsupportedError("this model keeps no KV cache: there is nothing to plan for serving.")
-    pages = {layer.bytes_per_token * block_size for layer in layout.layers}
-    if len(pages) != 1:
-        raise UnsupportedError("layers with different bytes per token are not planned yet (vLLM pads their pages to one size).")
-    page = pages.pop()
+    requested, block_size = block_size, hybrid_block_size(layout, block_size)
+    page = _page(layout, block_size)
     kinds: dict[tuple[str, int | None], list[KVLayer]] = {}
     for layer in layout.layers:
         kinds.setdefault((layer.kind, layer.window), []).append(layer)
@@ -113,7 +148,10 @@ def kv_blocks(layout: KVLayout, available_bytes: int, *, block_size: int, max_mo
         groups.extend(KVGroup(kind, window, min(group_size, len(layers) - start), per_request)
                       for start in range(0, len(layers), group_size))
     num_blocks = max(int(available_bytes // page // group_size), 0)
-    return KVBlocks(block_size, page, group_size, tuple(groups), num_blocks, max_model_len)
+    state = max((layer.state_bytes for layer in layout.recurrent), default=0)
+    if not layout.attention:  # recurrent layers only: their block (mamba_block_size) is max_model_len tokens
+        block_size = max_model_len
+    return KVBlocks(block_size, page, group_size, tuple(groups), num_blocks, max_model_len, requested, state)
 
 
 @dataclass(frozen=True)
@@ -131,6 +169,9 @@ class ServingPlan:
     kv_bytes_per_token: int
     blocks: KVBlocks
     notes: tuple[str, ...] = field(default=())
+    state_layers: int = 0  # recurrent layers (their state blocks: step 4)
+    conv_state_bytes: int = 0  # one request's conv states over those layers, unpadded
+    ssm_state_bytes: int = 0  # one request's SSM / recurrent states over those layers, unpadded
 
     @property
     def requested_bytes(self) -> int:
@@ -161,6 +202,7 @@ class ServingPlan:
             "kv_cache_bytes": blocks.cache_bytes,
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "block_size": blocks.block_size,
+            "requested_block_size": blocks.requested_block_size or blocks.block_size,
             "block_bytes": blocks.page_bytes * blocks.group_size,
             "kv_cache_groups": len(blocks.groups),
             "num_blocks": blocks.num_blocks,
@@ -169,6 +211,12 @@ class ServingPlan:
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "blocks_per_request": blocks.blocks_per_request,
+            "state_layers": self.state_layers,
+            "conv_state_bytes_per_request": self.conv_state_bytes,
+            "ssm_state_bytes_per_request": self.ssm_state_bytes,
+            "state_bytes_per_request": self.conv_state_bytes + self.ssm_state_bytes,
+            "state_page_bytes": blocks.state_page_bytes,
+            "state_blocks_per_request": blocks.state_blocks_per_request,
             "max_concurrency": round(blocks.max_concurrency, 4),
             "fits": self.fits,
         }
@@ -194,13 +242,17 @@ def plan(
         notes.append(f"does not fit: one request of max_model_len {max_model_len:,} tokens needs {blocks.blocks_per_request:,} "
                      f"blocks, the KV cache has {blocks.num_blocks:,}; vLLM refuses to start (its estimated maximum model "
                      f"length here: {longest:,})")
+    states = [layer.state for layer in layout.recurrent if layer.state is not None]
     return ServingPlan(capacity_bytes, gpu_memory_utilization, weights_bytes, profile_peak_bytes, cuda_graph_bytes,
-                       non_torch_bytes, max_num_seqs, max_num_batched_tokens, layout.bytes_per_token, blocks, tuple(notes))
+                       non_torch_bytes, max_num_seqs, max_num_batched_tokens, layout.bytes_per_token, blocks, tuple(notes),
+                       len(layout.recurrent), sum(s.conv_state_bytes for s in states), sum(s.ssm_state_bytes for s in states))
 
 
 def _request_bytes(layout: KVLayout, max_model_len: int, max_num_batched_tokens: int, block_size: int) -> int:
-    return sum(_blocks_for(layer, max_model_len, max_num_batched_tokens, block_size) * layer.bytes_per_token * block_size
-               for layer in layout.layers)
+    block_size = hybrid_block_size(layout, block_size)
+    page = _page(layout, block_size)
+    return sum(_blocks_for(layer, max_model_len, max_num_batched_tokens, block_size)
+               * (page if layer.kind == "mamba" else layer.bytes_per_token * block_size) for layer in layout.layers)
 
 
 def estimate_max_model_len(layout: KVLayout, available_bytes: int, *, max_num_batched_tokens: int, limit: int,

@@ -42,7 +42,7 @@ def stage_plans(model: Any, config: Any, dtype: DType, kv_bytes: int, serving: S
     for stage, layers in enumerate(pp_layers(len(shape.layers), pp)):
         prof = profile_peak(shape, rules=rules, act_bytes=act, tokens=max_num_batched_tokens, requests=requests, tp=tp,
                             layers=layers, first=stage == 0, last=stage == pp - 1, mxfp4_experts=quant.method == "mxfp4")
-        layout = kv_layout(config, dtype_bytes=kv_bytes, layers=layers, tp=tp)
+        layout = kv_layout(config, dtype_bytes=kv_bytes, layers=layers, tp=tp, model_bytes=act)
         result = plan(layout, capacity_bytes=capacity, weights_bytes=weights[stage], profile_peak_bytes=prof.peak_increase,
                       max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                       gpu_memory_utilization=serving.gpu_memory_utilization, block_size=serving.block_size,

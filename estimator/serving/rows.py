@@ -157,8 +157,28 @@ def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType, prof: P
         f"KV cache ({kv_dtype.value}, {p.kv_bytes_per_token:,} bytes per token): {b.num_blocks:,} blocks of {b.block_size} tokens "
         f"({b.page_bytes * b.group_size:,} bytes each, {len(b.groups)} group(s) of {b.group_size} layers), "
         f"{b.cache_bytes:,} bytes; {b.tokens:,} tokens",
+        *_state_notes(p),
         f"maximum concurrency for {b.max_model_len:,} tokens per request: {b.max_concurrency:.2f}x "
         f"({b.blocks_per_request:,} blocks per request); max_num_seqs {p.max_num_seqs:,}, max_num_batched_tokens "
         f"{p.max_num_batched_tokens:,}",
         "not in peak_bytes: the CUDA context, non-torch memory, allocator rounding and CUDA graphs (outside vLLM's share)",
     )
+
+
+def _state_notes(p: ServingPlan) -> tuple[str, ...]:
+    """What the recurrent layers' state takes (vLLM 0.19's MambaSpec blocks, docs/serving.md "Hybrid and SSM models")."""
+    b = p.blocks
+    if not p.state_layers:
+        return ()
+    pad = (b.page_bytes - b.state_page_bytes) / b.state_page_bytes
+    state = (f"recurrent state: {p.state_layers} layer(s) keep {p.conv_state_bytes + p.ssm_state_bytes:,} bytes per request "
+             f"(conv {p.conv_state_bytes:,} + SSM {p.ssm_state_bytes:,}, the model's dtype), one block per request in each of "
+             f"{b.state_blocks_per_request} recurrent group(s) (prefix caching off, vLLM's default for hybrid models)")
+    if b.state_blocks_per_request == len(b.groups):  # recurrent layers only
+        return (state + f"; a page is one layer's state ({b.page_bytes:,} bytes), a block of max_model_len tokens "
+                f"(vLLM's mamba_block_size), so vLLM's token count is blocks x max_model_len",)
+    raised = (f"vLLM raised the attention block size from {b.requested_block_size} to {b.block_size} tokens so that a page "
+              if b.block_size > b.requested_block_size else f"at block size {b.block_size} ")
+    return (state + f"; {raised}({b.page_bytes:,} bytes) holds a layer's state ({b.state_page_bytes:,} bytes, padded by "
+            f"{pad:.2%}); concurrency counts both: attention blocks for max_model_len plus the state blocks",)
+

@@ -6,6 +6,10 @@ projections (merged by vLLM into one ``gate_up_proj``) make ``intermediate`` eac
 experts has ``num_experts`` fused ``gate_up`` / ``down`` matrices of ``moe_intermediate`` and,
 where the model has them, shared experts that run as a dense MLP beside them. These are read from the
 parameters themselves, so every architecture transformers builds is read the same way.
+
+A recurrent mixer (Mamba, Mamba2, gated DeltaNet, short convolution: the layer's ``mamba``, ``mixer``,
+``linear_attn`` or ``conv`` child) is read by its input projections' total width (``in_proj``,
+``in_proj_qkvz`` + ``in_proj_ba``) and its output projection's input (``mixer_in``, ``mixer_out``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class LayerShape:
     topk: int = 0
     moe_intermediate: int = 0
     shared_intermediate: int = 0  # shared experts' total width (0: none)
+    mixer_in: int = 0  # a recurrent mixer's input projections' width (0: none)
+    mixer_out: int = 0  # its output projection's input width
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,7 @@ def _dense(mlp: nn.Module) -> tuple[int, bool]:
     up = _linear_out(mlp, ("up_proj", "w3", "c_fc2"))
     if up is not None:
         return up, True
-    merged = _linear_out(mlp, ("gate_up_proj",))
+    merged = _linear_out(mlp, ("gate_up_proj", "input_linear"))  # GraniteMoe's shared MLP: input_linear is gate and up
     if merged is not None:
         return merged // 2, True
     for child in mlp.modules():  # fc1 / c_fc / dense_h_to_4h / w1: the first projection
@@ -106,21 +112,38 @@ def _attn_out(attn: nn.Module) -> int:
     return _dims(projections[-1])[0]
 
 
-def _children(layer: nn.Module) -> tuple[nn.Module, nn.Module]:
-    attn = next((c for n, c in layer.named_children() if "attn" in n.lower() or "attention" in n.lower()), None)
-    mlp = next((c for n, c in layer.named_children() if n.lower() in ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")), None)
-    if attn is None or mlp is None:
+_MIXERS = ("mamba", "mixer", "linear_attn", "conv")
+
+
+def _children(layer: nn.Module) -> tuple[nn.Module | None, nn.Module | None, nn.Module | None]:
+    named = [(n.lower(), c) for n, c in layer.named_children() if "norm" not in n.lower()]
+    mixer = next((c for n, c in named if n in _MIXERS), None)
+    attn = next((c for n, c in named if n not in _MIXERS and ("attn" in n or "attention" in n)), None)
+    mlp = next((c for n, c in named if n in ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")), None)
+    if (attn is None and mixer is None) or (mlp is None and mixer is None):
         raise UnsupportedError(f"{type(layer).__name__}: its attention and feed-forward blocks are not named as vLLM's models are.")
-    return attn, mlp
+    return attn, mixer, mlp
+
+
+def _mixer(mixer: nn.Module | None) -> tuple[int, int]:
+    if mixer is None:
+        return 0, 0
+    inputs = [_dims(c)[1] for n, c in mixer.named_children() if n.startswith("in_proj") and _is_proj(c)]
+    if not inputs:
+        raise UnsupportedError(f"{type(mixer).__name__}: no input projection (in_proj) found to size its activations.")
+    return sum(inputs), _attn_out(mixer)
 
 
 def _layer(layer: nn.Module, text: Any, hidden: int) -> LayerShape:
-    attn, mlp = _children(layer)
-    attn_out = _attn_out(attn)
+    attn, mixer, mlp = _children(layer)
+    attn_out = _attn_out(attn) if attn is not None else 0
+    mixer_in, mixer_out = _mixer(mixer)
+    if mlp is None:  # Mamba / Mamba2 blocks: the mixer only
+        return LayerShape(attn_out, 0, False, mixer_in=mixer_in, mixer_out=mixer_out)
     experts = getattr(mlp, "experts", None)
     if experts is None:
         intermediate, gated = _dense(mlp)
-        return LayerShape(attn_out, intermediate, gated)
+        return LayerShape(attn_out, intermediate, gated, mixer_in=mixer_in, mixer_out=mixer_out)
     fused = [p for p in experts.parameters(recurse=False) if p.dim() == 3]
     if fused:
         num = int(fused[0].shape[0])
@@ -136,8 +159,10 @@ def _layer(layer: nn.Module, text: Any, hidden: int) -> LayerShape:
     if not topk:
         raise UnsupportedError(f"{type(text).__name__} names no experts per token (num_experts_per_tok).")
     shared = next((c for n, c in mlp.named_children() if "shared" in n and not n.endswith("gate")), None)
+    if shared is None:  # GraniteMoeHybrid: the shared MLP beside the experts block
+        shared = next((c for n, c in layer.named_children() if n.startswith("shared")), None)
     shared_i = _dense(shared)[0] if shared is not None else 0
-    return LayerShape(attn_out, 0, True, num, topk, moe_i, shared_i)
+    return LayerShape(attn_out, 0, True, num, topk, moe_i, shared_i, mixer_in, mixer_out)
 
 
 def _decoder_layers(model: nn.Module) -> nn.ModuleList:
