@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import gc
 import logging
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -44,7 +44,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.peak.components import Component
 from estimator.peak.formula import formula_components
-from estimator.peak.inputs import workload_for
+from estimator.peak.inputs import Workload, workload_for
 from estimator.peak.layers import extrapolated
 from estimator.peak.materialize import materialize
 from estimator.peak.processors import Media
@@ -102,6 +102,7 @@ def simulate_peak(
     extrapolate_layers: bool = True,
     recipe: Recipe | None = None,
     media: Media | None = None,
+    _media_run: bool = False,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -121,8 +122,22 @@ def simulate_peak(
     (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.training`);
     by default a full float32-style step with AdamW in the model's dtype. ``media`` (vision-language
     and speech models): the images or audio in each prompt, made by the model's own processor
-    (:mod:`estimator.peak.processors`); ``seq_len`` is then the text tokens beside them.
+    (:mod:`estimator.peak.processors`); ``seq_len`` is then the text tokens beside them. Where the step
+    with them cannot be simulated, the text-only step is, with a note (never a formula in its place).
     """
+    if media is not None and not _media_run:
+        import copy
+
+        spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
+        kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+                                      max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe)
+        result = simulate_peak(model, **kwargs, media=media, _media_run=True)
+        if result.method == "simulated":
+            return result
+        text = simulate_peak(spare, **kwargs)
+        failed = next((n for n in result.notes if n.startswith("simulation failed")), "simulation failed").split("; formula used")[0]
+        return replace(text, notes=(f"images or audio not simulated ({failed}); the step was simulated with text inputs only",
+                                    *text.notes))
     recipe = recipe or Recipe()
     counted = (_trainable_note(model, recipe),) if mode == "training" else ()
     if mode not in ("inference", "training"):
@@ -247,14 +262,7 @@ def _run(
     where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
-        if media is not None:
-            from estimator.peak.media import media_workload
-            from estimator.peak.processors import audio_inputs, media_inputs
-
-            made = audio_inputs if media.images == 0 else media_inputs  # speech models: no images, audio
-            workload = media_workload(model, made(model.config, media, batch_size=batch_size, text_len=seq_len))
-        else:
-            workload = workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+        workload, unfed = _workload(model, media, batch_size, seq_len, image_size)
         notes: tuple[str, ...] = ()
         qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.qlora)
         if qlora:
@@ -275,10 +283,29 @@ def _run(
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
                              optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None,
                              full_first_step=media is not None)
-        return step.phases, step.notes + notes + _uncounted(model, mode, device), _allocator_overhead(step)
+        return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), _allocator_overhead(step)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
         _collect()
+
+
+def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: int,
+              image_size: int | None) -> tuple[Workload, tuple[str, ...]]:
+    """The media workload where ``media`` is given and the model's processor can make its inputs; else
+    the text (or vision) workload, with a note saying why the images or audio were left out."""
+    if media is not None:
+        from estimator.peak.media import media_workload
+        from estimator.peak.processors import audio_inputs, media_inputs
+
+        made = audio_inputs if media.images == 0 else media_inputs  # speech models: no images, audio
+        try:
+            return media_workload(model, made(model.config, media, batch_size=batch_size, text_len=seq_len)), ()
+        except Exception as exc:  # the processor could not be built or run from this config
+            logger.warning("processor inputs failed for %s: %s", type(model).__name__, exc, exc_info=True)
+            why = (f"images or audio not simulated: the model's processor could not make its inputs from this config "
+                   f"({type(exc).__name__}: {str(exc)[:200]}); the step was simulated with text inputs only",)
+            return workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size), why
+    return workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size), ()
 
 
 _frozen = False
