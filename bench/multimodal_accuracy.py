@@ -7,6 +7,7 @@ fresh process (``testkit.multimodal_truth``). Writes ``bench/results/multimodal_
 
     .venv/bin/python -m bench.multimodal_accuracy            # the full grid (about 10 minutes on 2 cores)
     .venv/bin/python -m bench.multimodal_accuracy llava gemma3
+    .venv/bin/python -m bench.multimodal_accuracy --smoke    # the first case, inference, 1 image; nothing written (CI)
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ def grid(cases: list[str]) -> list[tuple[str, str, int, float]]:
     return rows
 
 
-def main(argv: list[str]) -> None:
-    cases = argv or list(MM_CASES)
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    smoke = "--smoke" in argv
+    cases = [a for a in argv if a != "--smoke"] or list(MM_CASES)
     rows = grid(cases)
+    if smoke:
+        rows = rows[:1]
     jobs: list[Job] = [(kind, *row) for row in rows for kind in ("truth", "sim")]
     start = time.perf_counter()
     results = run_jobs(jobs)
@@ -58,9 +63,12 @@ def main(argv: list[str]) -> None:
             lines.append(f"| {case} | {mode} | {what} | failed | {truth if not isinstance(truth, dict) else ''} | "
                          f"{sim if not isinstance(sim, dict) else sim['notes'][0][:200]} | |")
     lines += ["", f"Worst absolute error: {worst:.2%} over {len(rows)} cases ({time.perf_counter() - start:.0f} s on this machine)."]
-    OUT.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if smoke:
+        return 1 if any("| failed |" in line for line in lines) else 0
+    OUT.write_text("\n".join(lines) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(main())
