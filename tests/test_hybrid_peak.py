@@ -109,7 +109,8 @@ def test_encoded_infinity_in_config_json_is_read_as_transformers_reads_it(case: 
     assert any("layers' state (fixed per sequence): conv_state" in n for n in row.notes), row.notes
 
 
-def test_serving_says_the_state_layers_are_not_planned_and_what_answers_instead(tmp_path: Path) -> None:
+def test_serving_plans_the_state_layers(tmp_path: Path) -> None:
+    """``--mode serving`` counts the recurrent state beside the KV cache (tests/test_serving_states.py checks the rule)."""
     import transformers
 
     from estimator import estimate
@@ -119,6 +120,6 @@ def test_serving_says_the_state_layers_are_not_planned_and_what_answers_instead(
     config.architectures = ["FalconH1ForCausalLM"]
     config.save_pretrained(tmp_path)
     (row,) = estimate(str(tmp_path), mode="serving", dtypes="bfloat16", gpu="H100-80GB", max_model_len=4096).rows
-    assert row.peak_bytes is None
-    assert any("'hybrid' layers" in n and "vLLM's per-request state blocks for them are not planned yet" in n
-               and "an inference estimate with a GPU named simulates" in n for n in row.notes), row.notes
+    assert row.peak_bytes is not None and row.serving is not None, row.notes
+    assert row.serving["state_layers"] == 2 and row.serving["state_bytes_per_request"] > 0
+    assert any(n.startswith("recurrent state: 2 layer(s)") for n in row.notes), row.notes

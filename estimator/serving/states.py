@@ -10,14 +10,14 @@ per tensor-parallel rank, from the model class's ``get_mamba_state_shape_from_co
 - Mamba2 (Mamba2, Bamba, Falcon-H1, GraniteMoeHybrid, NemotronH): ``n_groups`` raised to a multiple of
   ``tp`` where it does not divide (``extra_groups_for_head_shards``), conv ``(conv_kernel - 1,
   (intermediate + 2 n_groups state_size) / tp)``, SSM ``(heads / tp, head_dim, state_size)``;
-- gated DeltaNet (Qwen3-Next): conv ``(conv_kernel - 1, (2 k_heads k_dim + v_heads v_dim) / tp)``,
+- gated DeltaNet (Qwen3-Next, Qwen3.5): conv ``(conv_kernel - 1, (2 k_heads k_dim + v_heads v_dim) / tp)``,
   recurrent ``(v_heads / tp, v_dim, k_dim)``;
 - short convolution (LFM2): conv ``(L_cache - 1, hidden / tp)`` only.
 
 Dtypes are ``MambaStateDtypeCalculator``'s: the conv state in the model's dtype (``mamba_cache_dtype``
 "auto"; not ``--kv-cache-dtype``), the SSM state in the conv state's dtype unless
-``mamba_ssm_cache_dtype`` says otherwise (vLLM's default "auto"; NemotronH's config rule: the config's
-``mamba_ssm_cache_dtype``, else float16). transformers' own caches hold the same widths with the whole
+``mamba_ssm_cache_dtype`` says otherwise (vLLM's default "auto"; per-model config rules: NemotronH the config's
+``mamba_ssm_cache_dtype``, else float16; Qwen3.5 the text config's ``mamba_ssm_dtype``, float32 in its checkpoints). transformers' own caches hold the same widths with the whole
 kernel (``conv_kernel`` positions, not ``conv_kernel - 1``); tests/test_serving_states.py checks them.
 """
 
@@ -107,15 +107,17 @@ def state_shapes(config: Any, *, model_bytes: int, tp: int = 1) -> StateShapes:
         heads, head_dim = _get(config, "mamba_num_heads"), _get(config, "mamba_head_dim")
         return _mamba2(config, tp, heads * head_dim, _get(config, "n_groups"), heads, head_dim,
                        _get(config, "ssm_state_size"), _get(config, "conv_kernel"), model_bytes, ssm_bytes)
-    if kind == "qwen3_next":
+    if kind in ("qwen3_5_text", "qwen3_5_moe_text"):  # Qwen3_5ForConditionalGenerationConfig: the config's mamba_ssm_dtype
+        ssm_bytes = _DTYPE_BYTES.get(str(getattr(config, "mamba_ssm_dtype", None)), model_bytes)
+    if kind in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         kh, vh = _get(config, "linear_num_key_heads"), _get(config, "linear_num_value_heads")
         kd, vd = _get(config, "linear_key_head_dim"), _get(config, "linear_value_head_dim")
         conv_dim = 2 * kh * kd + vh * vd
         return StateShapes("gated_delta_net", (_get(config, "linear_conv_kernel_dim") - 1, _div(conv_dim, tp, "the conv width")),
                            (_div(vh, tp, "the value heads"), vd, kd), model_bytes, ssm_bytes)
-    if kind == "lfm2":
+    if kind in ("lfm2", "lfm2_moe"):
         return StateShapes("short_conv", (_get(config, "conv_L_cache") - 1, _div(hidden, tp, "the hidden size")), None,
                            model_bytes, ssm_bytes)
     raise UnsupportedError(f"{type(config).__name__} has recurrent layers whose vLLM state is not planned yet "
                            "(planned: Mamba, FalconMamba, Mamba2, Jamba, Bamba, Falcon-H1, GraniteMoeHybrid, NemotronH, "
-                           "Qwen3-Next, LFM2)")
+                           "Qwen3-Next, Qwen3.5, LFM2)")
