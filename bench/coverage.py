@@ -279,8 +279,8 @@ def compare(before: str, after: str) -> str:
     """``coverage.md``: the category tables of two runs side by side, then each run's top causes."""
     rows_b, rows_a = load_rows(before), load_rows(after)
     head_full, body_full = category_table(rows_a)
-    common = {r["model_type"] for r in rows_b}
-    _, body_b = category_table(rows_b)
+    common = {r["model_type"] for r in rows_b} & {r["model_type"] for r in rows_a}
+    _, body_b = category_table([r for r in rows_b if r["model_type"] in common])
     _, body_a = category_table([r for r in rows_a if r["model_type"] in common])
     by_b = {r[0]: r for r in body_b}
     head = ["category", "types", f"built ({before} → {after})", "load exact", "inference simulated", "training simulated", "internal errors"]
@@ -294,9 +294,9 @@ def compare(before: str, after: str) -> str:
             f"(and .csv), each run's full report in coverage_{before}.md / coverage_{after}.md.", "",
             "Percentages are of the types whose small config was built for real on the CPU.", "",
             f"## By category, {after} (the whole registry: {len(rows_a)} types)", "", markdown(head_full, body_full), "",
-            f"## By category, {before} → {after} (the {len(common)} types of the {before} run)", "", markdown(head, body), ""]
+            f"## By category, {before} → {after} (the {len(common)} types both runs reached)", "", markdown(head, body), ""]
     for tag, rows in ((before, rows_b), (after, rows_a)):
-        text += [f"## Cause families, {tag}", "", markdown(*family_table(rows)), ""]
+        text += [f"## Cause families, {tag} (each run's own types)", "", markdown(*family_table(rows)), ""]
     for tag, rows in ((before, rows_b), (after, rows_a)):
         head_c, body_c = cause_table(rows)
         text += [f"## Failure causes, {tag} (types per cause, first 25)", "", markdown(head_c, body_c[:25]), ""]
