@@ -12,6 +12,7 @@ cast as it casts them (:mod:`estimator.build.dtype_plan`).
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import torch
@@ -101,6 +102,13 @@ def build_transformers(config: dict[str, Any], dtype: torch.dtype, *, model: str
                 built = cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
             else:
                 built = cls._from_config(hf_config, dtype=dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
+    except ImportError as exc:  # transformers' requires_backends: an optional library the class needs (natten, torchaudio)
+        found = re.search(r"(\w+) requires the (\S+) library", str(exc))
+        needs = f"{found[1]} needs the {found[2]} library, which is not installed" if found else f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise LibraryMissingError(
+            f"{model} cannot be built here: {needs}. The estimator does not install optional kernel libraries, "
+            "so it cannot build this model."
+        ) from None
     except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, RuntimeError, AssertionError) as exc:
         # the modeling code's own checks (an embedding's padding row, a width that heads must divide)
         from estimator.build.rejections import refusal
