@@ -184,6 +184,8 @@ SERVING_LINES: tuple[tuple[str, str, str], ...] = (
     ("non_torch_bytes", "- memory outside PyTorch", "bytes"),
     ("kv_cache_bytes", "= KV cache", "bytes"),
     ("kv_bytes_per_token", "KV cache per token", "bytes"),
+    ("state_bytes_per_request", "Recurrent state per request (conv + SSM)", "bytes"),
+    ("block_size", "Tokens per block", "count"),
     ("num_blocks", "KV blocks", "count"),
     ("kv_cache_tokens", "Tokens of KV cache", "count"),
     ("max_model_len", "Max model length", "count"),
@@ -213,6 +215,8 @@ def serving_html(estimate: Estimate) -> str:
         return '<p class="mme-note">No serving plan: no row of this result could be planned (see the notes).</p>'
     records = []
     for key, label, kind in SERVING_LINES:
+        if key == "state_bytes_per_request" and not any((row.serving or {}).get(key) for row in planned):
+            continue  # a model without recurrent layers
         record = {"vLLM budget": label}
         for row in planned:
             record[str(row.dtype)] = _serving_cell(row.serving.get(key) if row.serving else None, kind)

@@ -149,12 +149,16 @@ def _serve(case: str, tmp_path: Path) -> Any:
     config = transformers.AutoConfig.for_model(c.model_type, **c.overrides)
     config.architectures = [type(c.build_on("meta")).__name__]
     config.save_pretrained(tmp_path)
-    (row,) = estimate(str(tmp_path), mode="serving", dtypes="bfloat16", gpu="H100-80GB", max_model_len=4096).rows
-    return row
+    result = estimate(str(tmp_path), mode="serving", dtypes="bfloat16", gpu="H100-80GB", max_model_len=4096)
+    return result
 
 
 def test_a_hybrid_serving_row_counts_the_state(tmp_path: Path) -> None:
-    row = _serve("qwen3_next_16", tmp_path)
+    from estimator_app.tables import serving_html
+
+    result = _serve("qwen3_next_16", tmp_path)
+    (row,) = result.rows
+    assert "Recurrent state per request" in serving_html(result)
     served = row.serving
     assert served is not None and row.peak_bytes is not None, row.notes
     import transformers
@@ -170,7 +174,7 @@ def test_a_hybrid_serving_row_counts_the_state(tmp_path: Path) -> None:
 
 
 def test_a_recurrent_only_model_keeps_one_state_block_per_request(tmp_path: Path) -> None:
-    row = _serve("mamba2_16", tmp_path)
+    (row,) = _serve("mamba2_16", tmp_path).rows
     served = row.serving
     assert served is not None, row.notes
     assert served["kv_bytes_per_token"] == 0 and served["state_layers"] == 2
