@@ -15,10 +15,10 @@ from testkit.coverage import CATEGORIES, run_type
 
 SAMPLE = {  # model type -> the category the bench puts it in (at least one per category but "other")
     "llama": "text decoder", "gpt2": "text decoder", "bart": "text decoder", "diffllama": "text decoder", "fsmt": "text decoder",
-    "qwen2_5_vl": "VLM", "llava": "VLM", "gemma3": "VLM",
+    "qwen2_5_vl": "VLM", "llava": "VLM", "gemma3": "VLM", "clip": "VLM",
     "audioflamingo3": "speech",
     "bert": "encoder", "roberta": "encoder", "flaubert": "encoder",
-    "vit": "vision", "convnext": "vision",
+    "vit": "vision", "convnext": "vision", "mgp-str": "vision",
     "mamba": "hybrid/SSM", "lfm2": "hybrid/SSM", "falcon_mamba": "hybrid/SSM",
     "mixtral": "MoE", "qwen2_moe": "MoE", "deepseek_v3": "MoE",
     "canine": "other",

@@ -108,10 +108,14 @@ def _num_labels(model: nn.Module) -> int:
 def _image_shape(model: nn.Module, image_size: int | None) -> tuple[int, int, int]:
     config = getattr(model, "config", None)
     if config is not None:
-        channels = int(getattr(config, "num_channels", 3))
-        size: Any = image_size or getattr(config, "image_size", 224)
+        # the image size may sit in the vision part of a composite config (CLIPForImageClassification's
+        # vision_config, a VisionEncoderDecoder's encoder), and may be (height, width) (MGP-STR's [32, 128])
+        parts = [config, *(getattr(config, key, None) for key in ("vision_config", "encoder", "backbone_config"))]
+        source = next((p for p in parts if p is not None and getattr(p, "image_size", None) is not None), config)
+        channels = int(getattr(source, "num_channels", None) or getattr(config, "num_channels", None) or 3)
+        size: Any = image_size or getattr(source, "image_size", None) or 224
         if isinstance(size, (list, tuple)):
-            size = size[-1]
+            return channels, int(size[0]), int(size[-1])
         return channels, int(size), int(size)
     cfg = getattr(model, "pretrained_cfg", None) or {}
     c, h, w = cfg.get("input_size", (3, 224, 224))  # timm's pretrained input size
