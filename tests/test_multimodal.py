@@ -91,3 +91,20 @@ def test_hub_vlm_with_its_processor_files(hub_server: str) -> None:
     assert row["peak_bytes"] > default["ok"]["rows"][0]["peak_bytes"]
     assert not_vlm["error"] == "UnsupportedError" and "--images" in not_vlm["message"] and "llama" in not_vlm["message"]
     assert video["error"] == "UnsupportedError" and "--video-frames" in video["message"]
+
+
+def test_inputs_the_model_refuses_fall_back_to_text_with_a_note() -> None:
+    """Processor settings that disagree with the model (5 image tokens for 4 features): the model's own
+    check fails on the known values, as the real run would, and the row is the text-only step, never a formula."""
+    from estimator.peak import simulate_peak
+    from estimator.peak.processors import Media
+    from testkit.multimodal_cases import MM_CASES
+
+    case = MM_CASES["gemma3"]
+    wrong = simulate_peak(case.build_on("meta"), mode="inference", device="cpu", seq_len=32,
+                          media=Media(images=1, processor={"image_seq_length": 5}))
+    assert wrong.method == "simulated"
+    assert wrong.notes[0].startswith("images or audio not simulated") and "Image features and image tokens do not match" in wrong.notes[0]
+    right = simulate_peak(case.build_on("meta"), mode="inference", device="cpu", seq_len=32, media=Media(images=1))
+    assert "1 image of 32x32 px per prompt, 4 image tokens + 32 text tokens (Gemma3Processor" in right.notes[0]
+    assert right.peak_bytes > wrong.peak_bytes
