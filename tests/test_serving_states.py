@@ -181,3 +181,18 @@ def test_a_recurrent_only_model_keeps_one_state_block_per_request(tmp_path: Path
     assert served["blocks_per_request"] == 1 and served["block_size"] == 4096  # mamba_block_size: max_model_len
     assert served["max_concurrency"] == served["num_blocks"]
     assert served["kv_cache_bytes"] == served["num_blocks"] * 2 * served["state_page_bytes"]
+
+
+def test_a_pipeline_stage_without_attention_layers_keeps_the_models_block_size_and_page() -> None:
+    """vLLM sets the block size and the padded state page from the whole config, so a stage of Jamba's
+    recurrent layers only still keeps the attention page per block."""
+    from transformers import JambaConfig
+
+    config = JambaConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                         attn_layer_period=4, attn_layer_offset=3, expert_layer_period=4, expert_layer_offset=1,
+                         num_experts=2, num_experts_per_tok=1, mamba_d_state=8, mamba_dt_rank=4, vocab_size=1000)
+    whole = kv_blocks(kv_layout(config, dtype_bytes=2), GiB, block_size=16, max_model_len=4096, max_num_batched_tokens=8192)
+    first = kv_blocks(kv_layout(config, dtype_bytes=2, layers=range(0, 2)), GiB, block_size=16, max_model_len=4096,
+                      max_num_batched_tokens=8192)
+    assert whole.block_size == first.block_size > 16 and whole.page_bytes == first.page_bytes > first.state_page_bytes
+    assert first.blocks_per_request == 1 and first.state_blocks_per_request == 1

@@ -65,6 +65,9 @@ class KVLayout:
 
     layers: tuple[KVLayer, ...]
     dtype_bytes: int
+    # a model with attention and recurrent layers: (attention bytes per token, a layer's state bytes) over the
+    # whole model, which set the block size and page of every pipeline stage alike (vLLM sets them from the config)
+    hybrid: tuple[int, int] | None = None
 
     @property
     def bytes_per_token(self) -> int:
@@ -150,4 +153,9 @@ def kv_layout(config: Any, *, dtype_bytes: int, layers: range | None = None, tp:
                 f"{type(text).__name__} has {layer_type!r} layers (a compressed state, not a per-token KV "
                 "cache); vLLM's blocks for them are not planned yet"
             )
-    return KVLayout(tuple(found), dtype_bytes)
+    hybrid = None
+    if attention and state is None and any(t in _STATE_LAYERS or t in _HYBRID for t in layer_types):
+        state = state_shapes(text, model_bytes=model_bytes or dtype_bytes, tp=tp)  # this stage keeps none
+    if attention and state is not None:
+        hybrid = (per_token, state.page_bytes)
+    return KVLayout(tuple(found), dtype_bytes, hybrid)

@@ -107,9 +107,12 @@ class KVBlocks:
 def hybrid_block_size(layout: KVLayout, block_size: int) -> int:
     """The attention block size vLLM sets so that an attention page holds a recurrent layer's state (step 4)."""
     recurrent, attention = layout.recurrent, layout.attention
-    if not recurrent or not attention:
+    if layout.hybrid is not None:  # the whole model's, whatever this pipeline stage holds
+        per_token, state = layout.hybrid
+    elif recurrent and attention:
+        state, per_token = max(layer.state_bytes for layer in recurrent), attention[0].bytes_per_token
+    else:
         return block_size
-    state, per_token = max(layer.state_bytes for layer in recurrent), attention[0].bytes_per_token
     return max(block_size, _ALIGN * cdiv(state, _ALIGN * per_token))
 
 
@@ -119,6 +122,8 @@ _ALIGN = 16  # kernel_block_alignment_size of the attention backends (non-MLA, H
 def _page(layout: KVLayout, block_size: int) -> int:
     """One block of one layer: the attention page (state pages padded to it), or a recurrent-only model's state page."""
     pages = {layer.bytes_per_token * block_size for layer in layout.attention}
+    if layout.hybrid is not None:
+        pages.add(layout.hybrid[0] * block_size)
     if len(pages) > 1:
         raise UnsupportedError("layers with different bytes per token are not planned yet (vLLM pads their pages to one size).")
     return pages.pop() if pages else max(layer.state_bytes for layer in layout.recurrent)
@@ -149,7 +154,7 @@ def kv_blocks(layout: KVLayout, available_bytes: int, *, block_size: int, max_mo
                       for start in range(0, len(layers), group_size))
     num_blocks = max(int(available_bytes // page // group_size), 0)
     state = max((layer.state_bytes for layer in layout.recurrent), default=0)
-    if not layout.attention:  # recurrent layers only: their block (mamba_block_size) is max_model_len tokens
+    if not layout.attention and layout.hybrid is None:  # recurrent layers only: a block (mamba_block_size) of max_model_len tokens
         block_size = max_model_len
     return KVBlocks(block_size, page, group_size, tuple(groups), num_blocks, max_model_len, requested, state)
 
