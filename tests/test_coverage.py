@@ -18,7 +18,7 @@ SAMPLE = {  # model type -> the category the bench puts it in (at least one per 
     "qwen2_5_vl": "VLM", "llava": "VLM", "gemma3": "VLM", "clip": "VLM",
     "audioflamingo3": "speech",
     "bert": "encoder", "roberta": "encoder", "flaubert": "encoder",
-    "vit": "vision", "convnext": "vision", "mgp-str": "vision",
+    "vit": "vision", "convnext": "vision",
     "mamba": "hybrid/SSM", "lfm2": "hybrid/SSM", "falcon_mamba": "hybrid/SSM",
     "mixtral": "MoE", "qwen2_moe": "MoE", "deepseek_v3": "MoE",
     "canine": "other",
