@@ -31,6 +31,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 __all__ = ["KnownValues", "know"]
 
 _MAX_KNOWN = 1 << 22  # elements: ids, masks and grids of a batch, never activations
+_MAX_FACTORY_FLOATS = 1 << 12  # elements of a float factory's output followed (positions, not buffers)
 _MAX_KNOWN_FLOATS = 1 << 25  # elements of pixels known (Idefics3 asks which images are all zeros: padding)
 _aten = torch.ops.aten
 
@@ -117,8 +118,9 @@ class KnownValues(TorchDispatchMode):
             if known:
                 return self._from_real(func, flat, spec)
             return self._by_positions(func, args, kwargs)
-        # floats are followed only from known floats (the pixels a model asks about), never from a factory
-        floats = any(_is_fake(t) and t.dtype.is_floating_point for t in tensors)
+        # floats are followed from known floats (the pixels a model asks about), and where they are a few
+        # thousand elements (Qwen2-VL's vision positions go through a float product), never large ones
+        floats = any(_is_fake(t) and t.dtype.is_floating_point for t in tensors) or _tiny(out)
         if known and _all_small(out, floats):
             _pair(out, _real(func, flat, spec), floats)
         return out
@@ -187,6 +189,11 @@ def _real(func: Any, flat: list[Any], spec: Any) -> Any:
         kwargs = {**kwargs, "device": torch.device("cpu")}
     with _disable_current_modes():
         return func(*args, **kwargs)
+
+
+def _tiny(out: Any) -> bool:
+    outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+    return bool(outs) and all(o.numel() <= _MAX_FACTORY_FLOATS for o in outs)
 
 
 def _all_small(out: Any, floats: bool = False) -> bool:
