@@ -93,9 +93,21 @@ def detect_kind(model: nn.Module) -> ModelKind:
         return ModelKind.SEQUENCE_CLASSIFICATION
     if name.endswith("ForImageClassification"):
         return ModelKind.IMAGE_CLASSIFICATION
-    if getattr(model, "main_input_name", "input_ids") == "pixel_values":
+    if getattr(model, "main_input_name", "input_ids") in ("pixel_values", "pixel_values_videos"):
+        # a video model (V-JEPA 2, VideoPrism) names its clip pixel_values_videos
         return ModelKind.VISION_BASE
     return ModelKind.TEXT_BASE
+
+
+def _frames(model: nn.Module) -> int | None:
+    """The frames per clip of a video model (VideoMAE, TimeSformer, ViViT: ``num_frames``; V-JEPA 2:
+    ``frames_per_clip``), whose pixels are (B, T, C, H, W); ``None`` for an image model."""
+    config = getattr(model, "config", None)
+    for key in ("num_frames", "frames_per_clip"):
+        value = getattr(config, key, None) if config is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _num_labels(model: nn.Module) -> int:
@@ -113,7 +125,8 @@ def _image_shape(model: nn.Module, image_size: int | None) -> tuple[int, int, in
         parts = [config, *(getattr(config, key, None) for key in ("vision_config", "encoder", "backbone_config"))]
         source = next((p for p in parts if p is not None and getattr(p, "image_size", None) is not None), config)
         channels = int(getattr(source, "num_channels", None) or getattr(config, "num_channels", None) or 3)
-        size: Any = image_size or getattr(source, "image_size", None) or 224
+        # V-JEPA 2 names its frame size crop_size
+        size: Any = image_size or getattr(source, "image_size", None) or getattr(config, "crop_size", None) or 224
         if isinstance(size, (list, tuple)):
             return channels, int(size[0]), int(size[-1])
         return channels, int(size), int(size)
@@ -220,11 +233,16 @@ def workload_for(
         classes = _num_labels(model)
         dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
+        frames = None if kind is ModelKind.TIMM_IMAGE else _frames(model)
+        key = "pixel_values_videos" if getattr(model, "main_input_name", None) == "pixel_values_videos" else "pixel_values"
+        if frames is not None:
+            shape = (frames, *shape)  # a video model's clip: (B, T, C, H, W)
+
         def make_images() -> dict[str, torch.Tensor]:
             pixels = torch.randn(b, *shape, dtype=dtype)
             if kind in (ModelKind.VISION_BASE, ModelKind.TIMM_IMAGE):
-                return {"pixel_values": pixels}
-            return {"pixel_values": pixels, "labels": torch.randint(0, classes, (b,))}
+                return {key: pixels}
+            return {key: pixels, "labels": torch.randint(0, classes, (b,))}
 
         if kind is ModelKind.TIMM_IMAGE:
 
@@ -244,9 +262,9 @@ def workload_for(
             return out.loss if kind is ModelKind.IMAGE_CLASSIFICATION else first_tensor(out).sum()
 
         def hf_img_infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-            return m(pixel_values=x["pixel_values"])
+            return m(**{key: x[key]})
 
-        return Workload(kind, make_images, hf_img_loss, hf_img_infer, f"pixel_values {b}x{shape}")
+        return Workload(kind, make_images, hf_img_loss, hf_img_infer, f"{key} {b}x{shape}")
 
     config: Any = model.config
     vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
