@@ -229,7 +229,7 @@ def workload_for(
     b, n = batch_size, seq_len
 
     if kind in (ModelKind.TIMM_IMAGE, ModelKind.IMAGE_CLASSIFICATION, ModelKind.VISION_BASE):
-        shape = _image_shape(model, image_size)
+        shape: tuple[int, ...] = _image_shape(model, image_size)
         classes = _num_labels(model)
         dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
