@@ -118,9 +118,18 @@ class KnownValues(TorchDispatchMode):
             if known:
                 return self._from_real(func, flat, spec)
             return self._by_positions(func, args, kwargs)
-        # floats are followed from known floats (the pixels a model asks about), and where they are a few
-        # thousand elements (Qwen2-VL's vision positions go through a float product), never large ones
-        floats = any(_is_fake(t) and t.dtype.is_floating_point for t in tensors) or _tiny(out)
+        if func._schema.is_mutable:  # in place (Adam's step += 1): the real values follow, or are forgotten
+            if known:
+                _real(func, flat, spec)
+            else:
+                for t in _written(func, args, kwargs):
+                    _KNOWN.pop(t, None)
+            return out
+        # floats are followed from known floats (the pixels a model asks about), and where a few thousand
+        # are computed from known integers (Qwen2-VL's vision positions go through a float product); never
+        # from a factory (an optimizer's step count starts as one and must stay a fake)
+        floats = any(_is_fake(t) and t.dtype.is_floating_point for t in tensors) or (
+            any(_is_fake(t) for t in tensors) and _tiny(out))
         if known and _all_small(out, floats):
             _pair(out, _real(func, flat, spec), floats)
         return out
@@ -189,6 +198,16 @@ def _real(func: Any, flat: list[Any], spec: Any) -> Any:
         kwargs = {**kwargs, "device": torch.device("cpu")}
     with _disable_current_modes():
         return func(*args, **kwargs)
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors an in-place op writes (its schema's mutable arguments)."""
+    written: list[torch.Tensor] = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(a.name)
+            written += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+    return written
 
 
 def _tiny(out: Any) -> bool:
