@@ -12,6 +12,7 @@ inference and training. :func:`run_type` returns one plain dict per type (the be
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -62,7 +63,7 @@ FIXED = {
 }
 IMAGE_TOKEN_KEYS = {"mm_tokens_per_image", "image_seq_length", "num_image_tokens"}  # -> (64 / 16)² = 16 patches
 EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
-EXPERT_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token"}
+EXPERT_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token", "moe_k"}
 IMAGE_KEYS = {"image_size"}
 PATCH_KEYS = {"patch_size"}
 TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids)$")
@@ -124,12 +125,14 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             continue
         if key in LAYER_KEYS:
             out[key] = _lower(value, LAYERS)
-        elif level <= 2 and key == "vocab_size":
+        elif level <= 2 and key in ("vocab_size", "decoder_vocab_size"):  # Marian's decoder vocabulary too
             out[key] = _lower(value, VOCAB)
         elif level <= 2 and key in EXPERT_KEYS:
             out[key] = _lower(value, EXPERTS)
         elif level <= 2 and key in EXPERT_TOPK_KEYS:
-            out[key] = _lower(value, EXPERTS_PER_TOKEN)
+            # None where the config has experts (DeepSeek-V2's default): its checkpoints state one (V2: 6)
+            has_experts = any(isinstance(d.get(k), int) and d[k] > 1 for k in EXPERT_KEYS)
+            out[key] = EXPERTS_PER_TOKEN if value is None and has_experts else _lower(value, EXPERTS_PER_TOKEN)
         elif level <= 2 and (TOKEN_ID.search(key) or key in ("pad_token_id", "bos_token_id", "eos_token_id")):
             out[key] = [tokens.get(v, v) for v in value] if isinstance(value, list) else tokens.get(value, value)
         elif level == 1 and key in WIDTH_KEYS:
@@ -177,6 +180,8 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         _fit_ssm(out)
         if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):
             out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]  # MLA: the query head is both parts
+            if isinstance(d.get("head_dim"), int) and d["head_dim"] == d["qk_nope_head_dim"] + d["qk_rope_head_dim"]:
+                out["head_dim"] = out["qk_head_dim"]  # Mistral4: head_dim is the whole query head (rotary part by partial_rotary_factor)
     return out
 
 
@@ -328,28 +333,88 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
         default = CONFIG_MAPPING[model_type]().to_dict()
     except Exception as exc:  # noqa: BLE001 - a default config the library cannot make is a skip reason
         return None, name, None, None, f"default config: {type(exc).__name__}: {exc}"
+    try:
+        default_layers = _layer_kinds(CONFIG_MAPPING[model_type]())
+    except Exception:  # noqa: BLE001 - a default config without layer kinds
+        default_layers = []
     reasons: list[str] = []
     for level, recompute in ((1, True), (1, False), (2, True), (2, False), (3, True), (3, False)):
-        small = shrink(default, level, recompute_layer_types=recompute)
-        small["architectures"] = [name]
-        try:
-            hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
-            with torch.device("meta"):
-                meta = cls._from_config(hf_config, dtype=torch.float32)
-            params = sum(p.numel() for p in meta.parameters())
-            if params > MAX_PARAMS:
-                reasons.append(f"level {level}: {params:,} parameters (more than {MAX_PARAMS:,})")
-                continue
-            if _fit_mrope(small, meta):  # the rotary sections follow the smaller head dim
+        shrunk = shrink(default, level, recompute_layer_types=recompute)
+        shrunk["architectures"] = [name]
+        # a hybrid with no attention layer left keeps one (two: Zamba's shared block is tied across
+        # its attention layers), else the plain shrunk config (Qwen4Exp's default cannot build its attention layer)
+        tries = []
+        for n in (1, 2):
+            small = copy.deepcopy(shrunk)
+            if _keep_attention(small, CONFIG_MAPPING[model_type].from_dict(dict(small)), default, default_layers, n):
+                tries.append(small)
+        tries.append(shrunk)
+        for small in tries:
+            try:
                 hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
-            del meta
-            torch.manual_seed(0)
-            model = cls._from_config(hf_config, dtype=torch.float32)
-            return small, name, model, level, None
-        except Exception as exc:  # noqa: BLE001 - why this level does not build is the skip reason
-            reasons.append(f"level {level}: {type(exc).__name__}: {str(exc)[:200]}")
+                with torch.device("meta"):
+                    meta = cls._from_config(hf_config, dtype=torch.float32)
+                params = sum(p.numel() for p in meta.parameters())
+                if params > MAX_PARAMS:
+                    reasons.append(f"level {level}: {params:,} parameters (more than {MAX_PARAMS:,})")
+                    continue
+                if _fit_mrope(small, meta):  # the rotary sections follow the smaller head dim
+                    hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
+                del meta
+                torch.manual_seed(0)
+                model = cls._from_config(hf_config, dtype=torch.float32)
+                return small, name, model, level, None
+            except Exception as exc:  # noqa: BLE001 - why this level does not build is the skip reason
+                reasons.append(f"level {level}: {type(exc).__name__}: {str(exc)[:200]}")
     unique = list(dict.fromkeys(reasons))
     return None, name, None, None, "; ".join(unique)
+
+
+def _layer_kinds(hf_config: Any) -> list[str]:
+    """The text config's per-layer kinds (``layer_types``: ``full_attention``, ``linear_attention``, ``conv``...)."""
+    text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    kinds = getattr(text, "layer_types", None)
+    return [str(k) for k in kinds] if isinstance(kinds, (list, tuple)) else []
+
+
+def _is_attention(kind: str) -> bool:
+    return kind == "hybrid" or ("attention" in kind and kind != "linear_attention")
+
+
+def _keep_attention(small: dict[str, Any], hf_config: Any, default: dict[str, Any], default_kinds: list[str], count: int = 1) -> bool:
+    """A hybrid whose small config has no attention layer left keeps one, as its checkpoints have
+    (transformers' own ``generate`` fails on a cache with no attention layer): the layer count is
+    raised to the default config's first attention layer (its pattern kept, ``layer_types``
+    recomputed); where the default has none (Bamba, GraniteMoeHybrid: the placement is per
+    checkpoint), the last layer is made an attention layer. ``True`` when ``small`` was changed."""
+    kinds = _layer_kinds(hf_config)
+    if not kinds or any(_is_attention(k) for k in kinds):
+        return False
+    target = small.get("text_config") if isinstance(small.get("text_config"), dict) else small
+    key = next((k for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(target.get(k), int)), None)
+    if key is None:
+        return False
+    found = [i for i, k in enumerate(default_kinds) if _is_attention(k)]
+    first = found[count - 1] if len(found) >= count else None
+    if first is not None:
+        if first + 1 <= target[key]:
+            return False
+        old = target[key]
+        target[key] = first + 1
+        full = default.get("text_config") if isinstance(default.get("text_config"), dict) else default
+        for name, value in list(target.items()):  # per-layer lists cut to the old count: the default's, cut to the new one
+            if isinstance(value, list) and len(value) == old and isinstance(full.get(name), list) and len(full[name]) > first:
+                target[name] = full[name][: first + 1]
+        return True
+    if found or count > 1:
+        return False
+    if "attn_layer_indices" in target:
+        target["attn_layer_indices"] = [target[key] - 1]
+        return True
+    if "layer_types" in target and default_kinds and set(default_kinds) == {"linear_attention"} and "num_attention_heads" in target:
+        target["layer_types"] = ["linear_attention"] * (target[key] - 1) + ["full_attention"]
+        return True
+    return False
 
 
 def _fit_mrope(small: dict[str, Any], meta: Any) -> bool:

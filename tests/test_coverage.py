@@ -39,3 +39,34 @@ def test_small_config_is_exact_and_simulated(model_type: str) -> None:
         entry = row[mode]
         assert entry["status"] == "ok" and entry["method"] == "simulated", (mode, entry)
         assert entry["bytes"] > row["truth_bytes"], (mode, entry)  # the weights are live at the peak, and more
+
+
+@pytest.mark.parametrize("model_type", ["jamba", "bamba", "qwen3_next"])
+def test_shrink_keeps_an_attention_layer_in_a_hybrid(model_type: str) -> None:
+    """Two layers of Jamba's default pattern (attention at layer 4) or of Bamba's (attention placed per
+    checkpoint) hold no attention layer, and transformers' own ``generate`` fails on such a model
+    (``get_seq_length`` on a cache without attention layers); the small config keeps one."""
+    import torch
+
+    from testkit.coverage import _is_attention, _layer_kinds, small_config
+
+    small, _, model, level, reason = small_config(model_type)
+    assert model is not None, reason
+    kinds = _layer_kinds(model.config)
+    assert sum(_is_attention(k) for k in kinds) == 1 and not _is_attention(kinds[0]), kinds
+    out = model.generate(torch.ones(1, 4, dtype=torch.long), max_new_tokens=2, do_sample=False)
+    assert out.shape == (1, 6)
+
+
+def test_shrink_states_the_experts_per_token_and_the_decoder_vocabulary() -> None:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from testkit.coverage import shrink
+
+    deepseek = shrink(CONFIG_MAPPING["deepseek_v2"]().to_dict())  # its default has num_experts_per_tok None
+    assert deepseek["num_experts_per_tok"] == 2 and deepseek["n_routed_experts"] == 4
+    assert shrink(CONFIG_MAPPING["ernie4_5_moe"]().to_dict())["moe_k"] == 2  # not 6 of 4 experts
+    marian = shrink(CONFIG_MAPPING["marian"]().to_dict())
+    assert marian["decoder_vocab_size"] == marian["vocab_size"] == 1024
+    mistral4 = shrink(CONFIG_MAPPING["mistral4"]().to_dict())  # head_dim is the whole query head
+    assert mistral4["head_dim"] == mistral4["qk_head_dim"] == 32
