@@ -70,3 +70,25 @@ def test_shrink_states_the_experts_per_token_and_the_decoder_vocabulary() -> Non
     assert marian["decoder_vocab_size"] == marian["vocab_size"] == 1024
     mistral4 = shrink(CONFIG_MAPPING["mistral4"]().to_dict())  # head_dim is the whole query head
     assert mistral4["head_dim"] == mistral4["qk_head_dim"] == 32
+
+
+def test_marian_is_asked_as_a_seq2seq_lm() -> None:
+    """MarianMTModel is in transformers' seq2seq LM mapping though its name does not end in
+    ForConditionalGeneration: its workload feeds decoder ids (asked as a base model it had none and
+    the real forward refuses, as the simulation did), and the real model runs it on the CPU."""
+    import torch
+    import transformers
+
+    from estimator.peak.inputs import ModelKind, detect_kind, workload_for
+
+    config = transformers.MarianConfig(vocab_size=64, decoder_vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1,
+                                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                       decoder_ffn_dim=32, pad_token_id=63, decoder_start_token_id=63)
+    model = transformers.MarianMTModel(config).eval()
+    assert detect_kind(model) is ModelKind.SEQ2SEQ_LM
+    with pytest.raises(ValueError, match="decoder_input_ids"):  # what a base-model workload did
+        model(input_ids=torch.ones(1, 4, dtype=torch.long))
+    work = workload_for(model, seq_len=4)
+    with torch.no_grad():
+        assert work.infer(model, work.make_inputs()).logits.shape == (1, 1, 64)
+    assert work.train_loss(model, work.make_inputs()).ndim == 0

@@ -87,8 +87,8 @@ def detect_kind(model: nn.Module) -> ModelKind:
         return ModelKind.CAUSAL_LM
     if name.endswith("ForMaskedLM"):
         return ModelKind.MASKED_LM
-    if config.is_encoder_decoder and name.endswith("ForConditionalGeneration"):
-        return ModelKind.SEQ2SEQ_LM
+    if config.is_encoder_decoder and (name.endswith("ForConditionalGeneration") or _in_seq2seq_mapping(name)):
+        return ModelKind.SEQ2SEQ_LM  # transformers' seq2seq LM classes, MarianMTModel and EncoderDecoderModel too
     if name.endswith("ForSequenceClassification"):
         return ModelKind.SEQUENCE_CLASSIFICATION
     if name.endswith("ForImageClassification"):
@@ -97,6 +97,13 @@ def detect_kind(model: nn.Module) -> ModelKind:
         # a video model (V-JEPA 2, VideoPrism) names its clip pixel_values_videos
         return ModelKind.VISION_BASE
     return ModelKind.TEXT_BASE
+
+
+def _in_seq2seq_mapping(name: str) -> bool:
+    """The class is one of transformers' seq2seq LM task classes (its auto mapping's values)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+
+    return name in {c for v in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES.values() for c in ([v] if isinstance(v, str) else v)}
 
 
 def _frames(model: nn.Module) -> int | None:
