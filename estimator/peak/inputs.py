@@ -273,6 +273,9 @@ def workload_for(
 
         return Workload(kind, make_images, hf_img_loss, hf_img_infer, f"{key} {b}x{shape}")
 
+    if _accepts(model, "grid_thw") and _accepts(model, "hidden_states") and not _accepts(model, "input_ids"):
+        return _patch_tower_workload(model, b, image_size)
+
     config: Any = model.config
     vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
     classes = _num_labels(model)
@@ -309,6 +312,51 @@ def workload_for(
     from estimator.peak.known_values import KnownValues
 
     return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}", context=KnownValues)
+
+
+def _patch_tower_workload(model: nn.Module, b: int, image_size: int | None) -> Workload:
+    """A Qwen-VL-style vision tower asked alone (Qwen2.5-VL, Qwen3-VL, GLM-4V...): its forward takes the
+    processor's flattened patches ``hidden_states`` (B * h * w, C * temporal_patch * patch^2) and
+    ``grid_thw`` (B, 3) = (1, h, w) per image, h and w the patches per side of an ``image_size``
+    image (the config's, else 224), cut to a multiple of ``spatial_merge_size``. The grid's values are
+    known (:mod:`estimator.peak.known_values`): the tower loops over them."""
+    from estimator.peak.known_values import KnownValues
+
+    config: Any = model.config
+    patch = int(getattr(config, "patch_size", 14) or 14)
+    merge = int(getattr(config, "spatial_merge_size", 1) or 1)
+    size = int(image_size or getattr(config, "image_size", None) or 224)
+    side = max(merge, size // patch // merge * merge)
+    features = int(getattr(config, "in_channels", 3) or 3) * int(getattr(config, "temporal_patch_size", 1) or 1) * patch**2
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+    def make_inputs() -> dict[str, torch.Tensor]:
+        return {"hidden_states": torch.randn(b * side * side, features, dtype=dtype),
+                "grid_thw": _known_tensor([[1, side, side]] * b)}
+
+    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        return first_tensor(m(**x)).sum()
+
+    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        return m(**x)
+
+    return Workload(ModelKind.VISION_BASE, make_inputs, train_loss, infer,
+                    f"patches {b}x{side}x{side} of {features} (grid_thw)", context=KnownValues)
+
+
+def _known_tensor(values: list[list[int]]) -> torch.Tensor:
+    """A small integer tensor whose values :class:`~estimator.peak.known_values.KnownValues` knows
+    inside a fake mode (outside one: the real tensor)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from estimator.peak.known_values import know
+
+    t = torch.tensor(values, dtype=torch.long)
+    if not isinstance(t, torch._subclasses.fake_tensor.FakeTensor):
+        return t
+    with _disable_current_modes():
+        real = torch.tensor(values, dtype=torch.long)
+    return know(t, real)
 
 
 def ordinary_token(config: Any, vocab: int) -> int:
