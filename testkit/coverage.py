@@ -58,8 +58,8 @@ HEAD_KEYS = {"num_attention_heads", "n_head", "encoder_attention_heads", "decode
 KV_HEAD_KEYS = {"num_key_value_heads", "multi_query_group_num", "num_kv_heads"}
 HEAD_DIM_KEYS = {"head_dim", "d_kv", "v_head_dim", "qk_nope_head_dim", "linear_key_head_dim", "linear_value_head_dim", "dim_head"}
 FIXED = {
-    "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "rotary_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-    "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8, "n_group": 1, "topk_group": 1,
+    "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "rotary_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_num_heads": 4, "linear_head_dim": 16,
+    "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8, "n_group": 1, "num_expert_group": 1, "topk_group": 1,
 }
 IMAGE_TOKEN_KEYS = {"mm_tokens_per_image", "image_seq_length", "num_image_tokens"}  # -> (64 / 16)² = 16 patches
 EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
