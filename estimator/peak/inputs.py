@@ -275,6 +275,8 @@ def workload_for(
 
     if _accepts(model, "grid_thw") and _accepts(model, "hidden_states") and not _accepts(model, "input_ids"):
         return _patch_tower_workload(model, b, image_size)
+    if getattr(model, "main_input_name", None) == "past_values" and not _accepts(model, "freq"):
+        return _series_workload(model, b)
 
     config: Any = model.config
     vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
@@ -342,6 +344,28 @@ def _patch_tower_workload(model: nn.Module, b: int, image_size: int | None) -> W
 
     return Workload(ModelKind.VISION_BASE, make_inputs, train_loss, infer,
                     f"patches {b}x{side}x{side} of {features} (grid_thw)", context=KnownValues)
+
+
+def _series_workload(model: nn.Module, b: int) -> Workload:
+    """A time-series model (PatchTST, PatchTSMixer, TimesFM 2.5): ``past_values`` of the config's
+    ``context_length`` steps, (B, context_length, num_input_channels) where the config has channels,
+    else (B, context_length); training backpropagates the sum of the first output."""
+    config: Any = model.config
+    steps = int(config.context_length)
+    channels = getattr(config, "num_input_channels", None)
+    shape = (b, steps, int(channels)) if channels else (b, steps)
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+    def make_inputs() -> dict[str, torch.Tensor]:
+        return {"past_values": torch.randn(shape, dtype=dtype)}
+
+    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        return first_tensor(m(**x)).sum()
+
+    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        return m(**x)
+
+    return Workload(ModelKind.TEXT_BASE, make_inputs, train_loss, infer, f"past_values {'x'.join(map(str, shape))}")
 
 
 def _known_tensor(values: list[list[int]]) -> torch.Tensor:
