@@ -189,11 +189,16 @@ def _fit_ssm(out: dict[str, Any]) -> None:
     hidden = next((out[k] for k in ("hidden_size", "d_model") if isinstance(out.get(k), int)), None)
     if hidden is None:
         return
+    heads = out.get("num_attention_heads")
+    if isinstance(out.get("attention_hidden_size"), int) and isinstance(heads, int):  # Zamba's attention on [x, x0]
+        out["attention_hidden_size"], out["attention_head_dim"] = 2 * hidden, 2 * hidden // heads
     if "mamba_n_heads" in out and "mamba_d_head" in out:
         inner = int((out.get("mamba_expand") or 2) * hidden)
         out["mamba_d_head"], out["mamba_n_heads"] = HEAD_DIM, max(1, inner // HEAD_DIM)
         if "mamba_n_groups" in out:
             out["mamba_n_groups"] = 1
+    elif "n_mamba_heads" in out and isinstance(out.get("mamba_headdim"), int):  # Zamba2 (its __post_init__ rule)
+        out["mamba_headdim"] = int((out.get("mamba_expand") or 2) * hidden) // out["n_mamba_heads"]
     elif all(k in out for k in ("expand", "n_groups", "num_heads", "head_dim")) and isinstance(out["num_heads"], int):
         out["head_dim"] = max(1, int(out["expand"] * hidden) // out["num_heads"])
         out["n_groups"] = 1
