@@ -21,7 +21,7 @@ SAMPLE = {  # model type -> the category the bench puts it in (at least one per 
     "vit": "vision", "convnext": "vision",
     "mamba": "hybrid/SSM", "lfm2": "hybrid/SSM", "falcon_mamba": "hybrid/SSM",
     "mixtral": "MoE", "qwen2_moe": "MoE", "deepseek_v3": "MoE",
-    "canine": "other",
+    "canine": "other", "patchtsmixer": "other", "timesformer": "vision",
 }
 
 
