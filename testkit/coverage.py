@@ -176,6 +176,9 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             out[key] = None
     if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None and isinstance(out.get("pad_token_id"), int):
         out["decoder_start_token_id"] = out["pad_token_id"]  # as T5's checkpoints state it (transformers 5's default has none)
+    for alias, of in (("embedding_dim", "hidden_size"), ("num_blocks", "num_hidden_layers")):  # xLSTM's second names
+        if isinstance(d.get(alias), int) and d.get(alias) == d.get(of) and isinstance(out.get(of), int):
+            out[alias] = out[of]
     if level == 1:
         _fit_ssm(out)
         if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):
@@ -192,6 +195,8 @@ def _fit_ssm(out: dict[str, Any]) -> None:
     heads = out.get("num_attention_heads")
     if isinstance(out.get("attention_hidden_size"), int) and isinstance(heads, int):  # Zamba's attention on [x, x0]
         out["attention_hidden_size"], out["attention_head_dim"] = 2 * hidden, 2 * hidden // heads
+    elif isinstance(out.get("attention_hidden_size"), int):  # RWKV: its time mixing at the hidden size (its default)
+        out["attention_hidden_size"] = hidden
     if "mamba_n_heads" in out and "mamba_d_head" in out:
         inner = int((out.get("mamba_expand") or 2) * hidden)
         out["mamba_d_head"], out["mamba_n_heads"] = HEAD_DIM, max(1, inner // HEAD_DIM)

@@ -72,6 +72,8 @@ def test_shrink_states_the_experts_per_token_and_the_decoder_vocabulary() -> Non
     assert mistral4["head_dim"] == mistral4["qk_head_dim"] == 32
     zamba2 = shrink(CONFIG_MAPPING["zamba2"]().to_dict())  # its state and attention widths follow the hidden size
     assert zamba2["mamba_headdim"] * zamba2["n_mamba_heads"] == 2 * zamba2["hidden_size"] == zamba2["attention_hidden_size"]
+    rwkv, xlstm = shrink(CONFIG_MAPPING["rwkv"]().to_dict()), shrink(CONFIG_MAPPING["xlstm"]().to_dict())
+    assert rwkv["attention_hidden_size"] == rwkv["hidden_size"] and xlstm["embedding_dim"] == xlstm["hidden_size"]
     bailing = shrink(CONFIG_MAPPING["bailing_hybrid"]().to_dict())  # expert groups and linear-attention heads follow
     assert bailing["num_expert_group"] == 1 and bailing["linear_num_heads"] * bailing["linear_head_dim"] == bailing["hidden_size"]
 
