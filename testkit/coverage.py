@@ -174,6 +174,8 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
     for key in ("out_features", "out_indices"):
         if out.get(key) is not None:
             out[key] = None
+    if out.get("is_encoder_decoder") and out.get("pad_token_id") is None and isinstance(out.get("decoder"), dict):
+        out["pad_token_id"] = out["decoder"].get("pad_token_id")  # EncoderDecoderModel: its decoder's (its docs set both ids)
     if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None and isinstance(out.get("pad_token_id"), int):
         out["decoder_start_token_id"] = out["pad_token_id"]  # as T5's checkpoints state it (transformers 5's default has none)
     for alias, of in (("embedding_dim", "hidden_size"), ("num_blocks", "num_hidden_layers")):  # xLSTM's second names

@@ -74,6 +74,8 @@ def test_shrink_states_the_experts_per_token_and_the_decoder_vocabulary() -> Non
     assert zamba2["mamba_headdim"] * zamba2["n_mamba_heads"] == 2 * zamba2["hidden_size"] == zamba2["attention_hidden_size"]
     rwkv, xlstm = shrink(CONFIG_MAPPING["rwkv"]().to_dict()), shrink(CONFIG_MAPPING["xlstm"]().to_dict())
     assert rwkv["attention_hidden_size"] == rwkv["hidden_size"] and xlstm["embedding_dim"] == xlstm["hidden_size"]
+    composite = shrink(CONFIG_MAPPING["encoder-decoder"](encoder=CONFIG_MAPPING["bert"](), decoder=CONFIG_MAPPING["bert"]()).to_dict())
+    assert composite["pad_token_id"] == composite["decoder_start_token_id"] == composite["decoder"]["pad_token_id"] == 0
     bailing = shrink(CONFIG_MAPPING["bailing_hybrid"]().to_dict())  # expert groups and linear-attention heads follow
     assert bailing["num_expert_group"] == 1 and bailing["linear_num_heads"] * bailing["linear_head_dim"] == bailing["hidden_size"]
 
