@@ -17,6 +17,8 @@ Inputs per kind (``B`` = batch size, ``L`` = sequence length, ``S`` = image size
 - timm: images (B, C, S, S) at the pretrained input size unless ``image_size`` is given;
   cross-entropy against class labels (B,) drawn after the forward, since timm models have no
   loss of their own.
+- video models: ``pixel_values`` or ``pixel_values_videos`` (B, T, C, S, S), T the config's frames.
+- a Qwen-VL-style vision tower alone, a time-series model: see :mod:`estimator.peak.tower_inputs`.
 - anything else with ``input_ids`` or ``pixel_values``: training backpropagates the sum of the
   first output.
 - a plain ``nn.Module`` (:func:`module_workload`): positional inputs of given sizes (random floats,
@@ -239,7 +241,9 @@ def workload_for(
     ):
         # the towers that name the patches pixel_values (GLM-Image, HunYuan-VL) run too, but GLM-Image's
         # training peak measured -33% against the allocator: left to the formula until that is found
-        return _patch_tower_workload(model, b, image_size, "hidden_states")
+        from estimator.peak.tower_inputs import patch_tower_workload
+
+        return patch_tower_workload(model, b, image_size, "hidden_states")
 
     if kind in (ModelKind.TIMM_IMAGE, ModelKind.IMAGE_CLASSIFICATION, ModelKind.VISION_BASE):
         shape: tuple[int, ...] = _image_shape(model, image_size)
@@ -280,7 +284,9 @@ def workload_for(
         return Workload(kind, make_images, hf_img_loss, hf_img_infer, f"{key} {b}x{shape}")
 
     if getattr(model, "main_input_name", None) == "past_values" and not _accepts(model, "freq"):
-        return _series_workload(model, b)
+        from estimator.peak.tower_inputs import series_workload
+
+        return series_workload(model, b)
 
     config: Any = model.config
     vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
@@ -318,74 +324,6 @@ def workload_for(
     from estimator.peak.known_values import KnownValues
 
     return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}", context=KnownValues)
-
-
-def _patch_tower_workload(model: nn.Module, b: int, image_size: int | None, patches: str) -> Workload:
-    """A Qwen-VL-style vision tower asked alone (Qwen2.5-VL, Qwen3-VL, GLM-4V...): its forward takes the
-    processor's flattened patches ``hidden_states`` (B * h * w, C * temporal_patch * patch^2) and
-    ``grid_thw`` (B, 3) = (1, h, w) per image, h and w the patches per side of an ``image_size``
-    image (the config's, else 224), cut to a multiple of ``spatial_merge_size``. The grid's values are
-    known (:mod:`estimator.peak.known_values`): the tower loops over them."""
-    from estimator.peak.known_values import KnownValues
-
-    config: Any = model.config
-    patch = int(getattr(config, "patch_size", 14) or 14)
-    merge = int(getattr(config, "spatial_merge_size", 1) or 1)
-    size = int(image_size or getattr(config, "image_size", None) or 224)
-    side = max(merge, size // patch // merge * merge)
-    channels = int(getattr(config, "in_channels", None) or getattr(config, "num_channels", None) or 3)
-    features = channels * int(getattr(config, "temporal_patch_size", 1) or 1) * patch**2
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-
-    def make_inputs() -> dict[str, torch.Tensor]:
-        return {patches: torch.randn(b * side * side, features, dtype=dtype),
-                "grid_thw": _known_tensor([[1, side, side]] * b)}
-
-    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-        return first_tensor(m(**x)).sum()
-
-    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-        return m(**x)
-
-    return Workload(ModelKind.VISION_BASE, make_inputs, train_loss, infer,
-                    f"patches {b}x{side}x{side} of {features} (grid_thw)", context=KnownValues)
-
-
-def _series_workload(model: nn.Module, b: int) -> Workload:
-    """A time-series model (PatchTST, PatchTSMixer, TimesFM 2.5): ``past_values`` of the config's
-    ``context_length`` steps, (B, context_length, num_input_channels) where the config has channels,
-    else (B, context_length); training backpropagates the sum of the first output."""
-    config: Any = model.config
-    steps = int(config.context_length)
-    channels = getattr(config, "num_input_channels", None)
-    shape = (b, steps, int(channels)) if channels else (b, steps)
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-
-    def make_inputs() -> dict[str, torch.Tensor]:
-        return {"past_values": torch.randn(shape, dtype=dtype)}
-
-    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-        return first_tensor(m(**x)).sum()
-
-    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-        return m(**x)
-
-    return Workload(ModelKind.TEXT_BASE, make_inputs, train_loss, infer, f"past_values {'x'.join(map(str, shape))}")
-
-
-def _known_tensor(values: list[list[int]]) -> torch.Tensor:
-    """A small integer tensor whose values :class:`~estimator.peak.known_values.KnownValues` knows
-    inside a fake mode (outside one: the real tensor)."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    from estimator.peak.known_values import know
-
-    t = torch.tensor(values, dtype=torch.long)
-    if not isinstance(t, torch._subclasses.fake_tensor.FakeTensor):
-        return t
-    with _disable_current_modes():
-        real = torch.tensor(values, dtype=torch.long)
-    return know(t, real)
 
 
 def ordinary_token(config: Any, vocab: int) -> int:
