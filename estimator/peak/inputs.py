@@ -241,9 +241,9 @@ def workload_for(
     ):
         # the towers that name the patches pixel_values (GLM-Image, HunYuan-VL) run too, but GLM-Image's
         # training peak measured -33% against the allocator: left to the formula until that is found
-        from estimator.peak.tower_inputs import patch_tower_workload
+        from estimator.peak.tower_inputs import patch_tower_inputs
 
-        return patch_tower_workload(model, b, image_size, "hidden_states")
+        return _forward_all(ModelKind.VISION_BASE, *patch_tower_inputs(model, b, image_size, "hidden_states"))
 
     if kind in (ModelKind.TIMM_IMAGE, ModelKind.IMAGE_CLASSIFICATION, ModelKind.VISION_BASE):
         shape: tuple[int, ...] = _image_shape(model, image_size)
@@ -284,9 +284,9 @@ def workload_for(
         return Workload(kind, make_images, hf_img_loss, hf_img_infer, f"{key} {b}x{shape}")
 
     if getattr(model, "main_input_name", None) == "past_values" and not _accepts(model, "freq"):
-        from estimator.peak.tower_inputs import series_workload
+        from estimator.peak.tower_inputs import series_inputs
 
-        return series_workload(model, b)
+        return _forward_all(ModelKind.TEXT_BASE, *series_inputs(model, b))
 
     config: Any = model.config
     vocab = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
@@ -324,6 +324,19 @@ def workload_for(
     from estimator.peak.known_values import KnownValues
 
     return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}", context=KnownValues)
+
+
+def _forward_all(kind: ModelKind, make_inputs: Callable[[], dict[str, torch.Tensor]], description: str,
+                 context: Callable[[], Any] | None) -> Workload:
+    """A workload that feeds every input by name; training backpropagates the sum of the first output."""
+
+    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        return first_tensor(m(**x)).sum()
+
+    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        return m(**x)
+
+    return Workload(kind, make_inputs, train_loss, infer, description, context=context)
 
 
 def ordinary_token(config: Any, vocab: int) -> int:

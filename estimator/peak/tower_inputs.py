@@ -7,17 +7,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from estimator.peak.inputs import ModelKind, Workload, first_tensor
+__all__ = ["Inputs", "patch_tower_inputs", "series_inputs"]
 
-__all__ = ["patch_tower_workload", "series_workload"]
+# what to feed and how to describe it; estimator.peak.inputs makes the Workload (forward all of it,
+# training backpropagates the sum of the first output)
+Inputs = tuple[Callable[[], dict[str, torch.Tensor]], str, Callable[[], Any] | None]
 
 
-def patch_tower_workload(model: nn.Module, b: int, image_size: int | None, patches: str) -> Workload:
+def patch_tower_inputs(model: nn.Module, b: int, image_size: int | None, patches: str) -> Inputs:
     """A Qwen-VL-style vision tower asked alone (Qwen2.5-VL, Qwen3-VL, GLM-4V...): its forward takes the
     processor's flattened patches ``hidden_states`` (B * h * w, C * temporal_patch * patch^2) and
     ``grid_thw`` (B, 3) = (1, h, w) per image, h and w the patches per side of an ``image_size``
@@ -38,20 +41,14 @@ def patch_tower_workload(model: nn.Module, b: int, image_size: int | None, patch
         return {patches: torch.randn(b * side * side, features, dtype=dtype),
                 "grid_thw": _known_tensor([[1, side, side]] * b)}
 
-    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-        return first_tensor(m(**x)).sum()
-
-    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-        return m(**x)
-
-    return Workload(ModelKind.VISION_BASE, make_inputs, train_loss, infer,
-                    f"patches {b}x{side}x{side} of {features} (grid_thw)", context=KnownValues)
+    return (make_inputs,
+            f"patches {b}x{side}x{side} of {features} (grid_thw)", KnownValues)
 
 
-def series_workload(model: nn.Module, b: int) -> Workload:
-    """A time-series model (PatchTST, PatchTSMixer, TimesFM 2.5): ``past_values`` of the config's
+def series_inputs(model: nn.Module, b: int) -> Inputs:
+    """The inputs of a time-series model (PatchTST, PatchTSMixer, TimesFM 2.5): ``past_values`` of the config's
     ``context_length`` steps, (B, context_length, num_input_channels) where the config has channels,
-    else (B, context_length); training backpropagates the sum of the first output."""
+    else (B, context_length)."""
     config: Any = model.config
     steps = int(config.context_length)
     channels = getattr(config, "num_input_channels", None)
@@ -61,13 +58,7 @@ def series_workload(model: nn.Module, b: int) -> Workload:
     def make_inputs() -> dict[str, torch.Tensor]:
         return {"past_values": torch.randn(shape, dtype=dtype)}
 
-    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-        return first_tensor(m(**x)).sum()
-
-    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-        return m(**x)
-
-    return Workload(ModelKind.TEXT_BASE, make_inputs, train_loss, infer, f"past_values {'x'.join(map(str, shape))}")
+    return make_inputs, f"past_values {'x'.join(map(str, shape))}", None
 
 
 def _known_tensor(values: list[list[int]]) -> torch.Tensor:
