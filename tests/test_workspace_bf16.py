@@ -16,6 +16,7 @@ on any other CPU these rules give nothing, and the simulation must still be with
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -74,6 +75,17 @@ NATIVE_GAPS = frozenset({"patch_embed", "stem_3x3", "conv_3x3", "conv_1x1", "bmm
 # gemm:jit:bf16, whose buffers are not modelled: measured on an AMD EPYC with avx512_bf16 (2 threads),
 # 14-78% low (vit_mlp 249,348 vs 357,508; baddbmm 3,392 vs 15,320).
 MATMULS = frozenset({"vit_mlp", "odd_linear", "bmm", "baddbmm"})
+# With AMX (Intel Sapphire Rapids and later) oneDNN also runs the 3x3 and patch convolutions in AMX
+# brgemm kernels, whose scratchpads are not modelled: measured on an Intel Xeon with amx_bf16
+# (2 threads), patch_embed 164,616 simulated vs 2,065,716; stem_3x3 62,216 vs 155,476; conv_3x3
+# 197,832 vs 255,476; the depthwise and Linear-free cases stay exact.
+AMX_CONVS = frozenset({"patch_embed", "stem_3x3", "conv_3x3"})
+
+
+def onednn_amx() -> bool:
+    """Whether oneDNN may pick its AMX kernels here (the CPU has AMX tiles, no ISA cap below AMX)."""
+    isa = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
+    return bool(torch.cpu._is_amx_tile_supported()) and (not isa or "AMX" in isa or isa == "ALL")
 
 
 def measure(case: str, threads: int) -> int:
@@ -139,6 +151,10 @@ def test_bf16_step_matches_the_allocator(case: str) -> None:
         # the model then counts no accumulator, so it can only be low
         assert sim <= truth, (case, sim, truth)
         pytest.xfail(f"{case}: oneDNN's brgemm bfloat16 matmul here (avx512_bf16/AMX), its buffers not modelled "
+                     f"({sim:,} simulated, {truth:,} measured)")
+    if onednn_avx512_bf16() and case in AMX_CONVS and onednn_amx():
+        assert sim <= truth, (case, sim, truth)  # the unmodelled AMX scratchpad can only be missing
+        pytest.xfail(f"{case}: oneDNN's AMX brgemm bfloat16 convolution here, its scratchpad not modelled "
                      f"({sim:,} simulated, {truth:,} measured)")
     if onednn_avx512_bf16():
         assert abs(sim - truth) <= slack, (case, sim, truth)
