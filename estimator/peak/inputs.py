@@ -364,5 +364,5 @@ def _known_ids(shape: tuple[int, int], vocab: int, token: int) -> torch.Tensor:
     if not isinstance(ids, torch._subclasses.fake_tensor.FakeTensor):
         return ids  # real inputs (the truth runs), as they always were
     with _disable_current_modes():
-        real = torch.full(shape, token, dtype=torch.long)
+        real = torch.full(shape, token, dtype=torch.long, device="cpu")  # the default device may be a fake CUDA one
     return know(ids, real)

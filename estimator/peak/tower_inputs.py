@@ -72,5 +72,5 @@ def _known_tensor(values: list[list[int]]) -> torch.Tensor:
     if not isinstance(t, torch._subclasses.fake_tensor.FakeTensor):
         return t
     with _disable_current_modes():
-        real = torch.tensor(values, dtype=torch.long)
+        real = torch.tensor(values, dtype=torch.long, device="cpu")
     return know(t, real)
