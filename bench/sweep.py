@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -128,8 +129,13 @@ def run_one(refs: list[str], grid: Any, workers: int, out: Path) -> dict[str, An
             "worker_peak_rss_bytes": max(memory.peaks.values(), default=0), "worker_processes": len(memory.peaks),
             "requested_rows_present": _all_present(table, refs, grid), "load_average_5min": round(load, 2),
             "median_call_seconds_by_method": _by_method(table),
-            "bug_messages": sorted({e for e, k in zip(table.column("error").to_pylist(), table.column("error_kind").to_pylist(), strict=True)
-                                    if k == "bug"})[:20]}
+            "bug_messages": sorted({_no_paths(e) for e, k in zip(table.column("error").to_pylist(), table.column("error_kind").to_pylist(),
+                                                                strict=True) if k == "bug"})[:20]}
+
+
+def _no_paths(message: str) -> str:
+    """A message without this machine's absolute paths (a module's file in a repr): the results stay the same on any clone."""
+    return re.sub(r"'/[^']*/(site-packages|lib/python[\d.]+)/", r"'<\1>/", message)
 
 
 def _by_method(table: Any) -> dict[str, float]:

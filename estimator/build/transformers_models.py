@@ -88,6 +88,13 @@ def model_class(config: Any, *, model: str, trust_remote_code: bool = False) -> 
         return transformers.AutoModel._model_mapping[type(config)]
     except KeyError:
         raise UnknownArchitectureError(f"transformers has no model class for {model} ({type(config).__name__}).") from None
+    except ValueError as exc:  # the auto mapping names a class its module does not define (voxtral_realtime_text)
+        missing = re.search(r"Could not find (\w+)", str(exc))
+        name = missing[1] if missing else "its model class"
+        raise UnknownArchitectureError(
+            f"transformers {transformers.__version__} maps {type(config).__name__} to {name} but does not define that class, "
+            f"so {model} cannot be built; name a class it has in the config's 'architectures'."
+        ) from None
 
 
 def build_transformers(config: dict[str, Any], dtype: torch.dtype, *, model: str, trust_remote_code: bool = False, remote_ref: str | None = None) -> nn.Module:
