@@ -173,6 +173,20 @@ def category_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any
     return head, body
 
 
+def media_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """VLM and speech types: of the simulated rows, how many were fed images or audio (rows written
+    before the bench recorded inputs count as "not recorded")."""
+    head = ["category", "mode", "simulated", "with images", "with audio", "text only", "text only (fallback)", "not recorded"]
+    body = []
+    for cat in ("VLM", "speech"):
+        for mode in ("inference", "training"):
+            ok = [r[mode] for r in built(rows) if r.get("category") == cat and r[mode]["status"] == "ok"]
+            kinds = Counter(e.get("inputs", "not recorded") for e in ok)
+            body.append([cat, mode, len(ok), kinds["images"], kinds["audio"], kinds["text"], kinds["text only (fallback)"],
+                         kinds["not recorded"]])
+    return head, body
+
+
 def _share(count: int, n: int) -> str:
     return f"{count} ({100 * count / n:.1f}%)" if n else "-"
 
@@ -254,6 +268,7 @@ def report(tag: str) -> str:
             f"{len(rows)} model types; small config built for real on CPU: {len(b)}; not built: {len(skipped)}.", "",
             "Command: `python -m bench.coverage --tag " + tag + "` then `python -m bench.coverage --report " + tag + "`.", "",
             "## By category", "", markdown(*category_table(rows)), "",
+            "## Inputs of the simulated VLM and speech rows", "", markdown(*media_table(rows)), "",
             "## By cause family", "", markdown(*family_table(rows)), "",
             "## By failure cause (rows that are not exact / not simulated)", "", markdown(*cause_table(rows)), "",
             "## Seconds per mode (types built)", "",

@@ -505,7 +505,7 @@ def _measure(row: dict[str, Any], model: Any, small: dict[str, Any], tmp: Path, 
                 entry.update(method=r.method, bytes=r.total_bytes, exact=r.total_bytes == row["truth_bytes"])
                 entry["status"] = "ok" if entry["exact"] else "mismatch"
             else:
-                entry.update(method=r.method, bytes=r.peak_bytes)
+                entry.update(method=r.method, bytes=r.peak_bytes, inputs=simulated_inputs(r.notes))
                 if r.peak_bytes is None:
                     entry.update(status="null", cause=cause("; ".join(r.notes) or "peak_bytes is null"))
                 elif r.method == "simulated":
@@ -533,3 +533,16 @@ def _where(tb: str) -> str:
         return ""
     path, line, func = frames[-1]
     return f"{path.split('/estimator/')[-1]}:{line} {func}"
+
+
+def simulated_inputs(notes: tuple[str, ...] | list[str]) -> str:
+    """What a simulated step was fed, from its notes (estimator.peak.media words them): "images",
+    "audio", "text only (fallback)" where the model refused its media inputs, else "text"."""
+    text = " ".join(notes)
+    if "images or audio not simulated" in text:
+        return "text only (fallback)"
+    if " image tokens + " in text:
+        return "images"
+    if " s of audio at " in text:
+        return "audio"
+    return "text"
