@@ -6,6 +6,7 @@ the grid crosses each mode only with its own options, ``--search`` lists the sta
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -90,8 +91,11 @@ def test_time_limit_interrupts_and_is_reported_as_limit() -> None:
 
 def test_memory_limit_turns_a_huge_allocation_into_a_limit_row() -> None:
     mapped = int(next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmSize:")).split()[1]) * 1024
-    with pytest.raises(MemoryError), limited(Limits(seconds=0, memory_bytes=mapped + 256 * 2**20)):
-        bytearray(2**30)  # 1 GiB more than the limit allows (were the limit not applied, only 1 GiB would be touched)
+    limit = mapped + 256 * 2**20
+    with pytest.raises(MemoryError), limited(Limits(seconds=0, memory_bytes=limit)):
+        assert resource.getrlimit(resource.RLIMIT_AS)[0] == limit  # applied; so the next line is refused, whatever else is mapped now
+        bytearray(limit)  # the whole limit on top of what is already mapped: never fits (other threads may unmap between the
+        # two lines, so a fixed size such as 1 GiB can fit once they have)
     assert describe(MemoryError())[1] == "limit"
     bytearray(2**20)  # the limit is lifted afterwards
 
