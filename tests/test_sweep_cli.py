@@ -93,7 +93,7 @@ def test_memory_limit_turns_a_huge_allocation_into_a_limit_row() -> None:
     mapped = int(next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmSize:")).split()[1]) * 1024
     limit = mapped + 256 * 2**20
     with pytest.raises(MemoryError), limited(Limits(seconds=0, memory_bytes=limit)):
-        assert resource.getrlimit(resource.RLIMIT_AS)[0] == limit  # applied; so the next line is refused, whatever else is mapped now
+        assert resource.getrlimit(resource.RLIMIT_AS)[0] <= limit  # applied (or a lower hard limit); so the next line is refused, whatever else is mapped now
         bytearray(limit)  # the whole limit on top of what is already mapped: never fits (other threads may unmap between the
         # two lines, so a fixed size such as 1 GiB can fit once they have)
     assert describe(MemoryError())[1] == "limit"
