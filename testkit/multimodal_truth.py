@@ -35,7 +35,8 @@ def _media(case: Any, images: int, audio_seconds: float | None = None) -> Any:
 
 
 def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
-    from estimator.peak.processors import audio_inputs, media_inputs
+    from estimator.peak.audio import audio_inputs
+    from estimator.peak.processors import media_inputs
     from testkit.multimodal_cases import MM_CASES
 
     case = MM_CASES[case_name]

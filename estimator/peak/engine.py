@@ -294,8 +294,9 @@ def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: i
     """The media workload where ``media`` is given and the model's processor can make its inputs; else
     the text (or vision) workload, with a note saying why the images or audio were left out."""
     if media is not None:
+        from estimator.peak.audio import audio_inputs
         from estimator.peak.media import media_workload
-        from estimator.peak.processors import audio_inputs, media_inputs
+        from estimator.peak.processors import media_inputs
 
         made = audio_inputs if media.images == 0 else media_inputs  # speech models: no images, audio
         try:

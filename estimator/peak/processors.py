@@ -11,7 +11,7 @@ image size and patching), and it is run on random images of the size asked. Only
 stand-in: a word-level tokenizer that knows the processor's special tokens under the ids the model
 config gives them and reads every other word as one text token, so the prompt is ``images`` + ``seq_len``
 text tokens. Speech models get the feature extractor's ``input_features`` for random audio of the
-length asked (Whisper's extractor pads to its 30 s window).
+length asked (:mod:`estimator.peak.audio`).
 
 Nothing here runs a repository's code: classes come from transformers by ``model_type``, settings from JSON.
 """
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["FAMILIES", "Media", "MediaInputs", "family_of", "media_inputs"]
+__all__ = ["FAMILIES", "Media", "MediaInputs", "family_of", "images_simulated", "media_inputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -189,53 +189,14 @@ def family_of(config: Any) -> Family | None:
     return FAMILIES.get(getattr(config, "model_type", ""))
 
 
-@dataclass(frozen=True)
-class Speech:
-    """How one speech model type's feature extractor is built from its config, for repos without a
-    preprocessor_config.json, and the input it makes."""
-
-    extractor: Callable[[Any], dict[str, Any]]
-    input_name: str = "input_features"
+def images_simulated(model_type: str) -> bool:
+    """Whether prompts of ``model_type`` get images made by its processor (else: refused with ``--images``)."""
+    return model_type in FAMILIES
 
 
-# model_type -> its feature extractor; these are the encoder-decoder speech models simulated with audio.
-SPEECH: dict[str, Speech] = {
-    "whisper": Speech(lambda config: {"feature_size": config.num_mel_bins}),
-    "speech_to_text": Speech(lambda config: {"feature_size": config.input_feat_per_channel,
-                                             "num_mel_bins": config.input_feat_per_channel}),
-    "moonshine": Speech(lambda config: {"feature_size": 1, "sampling_rate": 16000, "do_normalize": False,
-                                        "return_attention_mask": True}, "input_values"),
-}
-
-
-def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
-    """The feature extractor's inputs for ``batch_size`` clips of ``media.audio_seconds`` of random audio
-    (None: the extractor's window, Whisper's 30 s; else 10 s), and ``text_len`` decoder tokens as labels
-    (training) — the extractor pads or truncates as it does for real audio (Whisper: to 30 s)."""
-    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
-
-    model_type = getattr(config, "model_type", "")
-    speech = SPEECH.get(model_type)
-    if speech is None:
-        raise ValueError(f"audio is not simulated for {model_type or type(config).__name__} models")
-    cls = feature_extractor_class_from_name(FEATURE_EXTRACTOR_MAPPING_NAMES[model_type])
-    settings = media.preprocessor or speech.extractor(config)
-    extractor = cls(**{k: v for k, v in settings.items() if k not in ("feature_extractor_type", "processor_class")})
-    rate = int(extractor.sampling_rate)
-    window = getattr(extractor, "chunk_length", None)
-    seconds = media.audio_seconds or (float(window) if window else 10.0)
-    rng = np.random.default_rng(seed)
-    clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(batch_size)]
-    out = extractor(clips, sampling_rate=rate, return_tensors="pt")
-    tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor) and k in (speech.input_name, "attention_mask")}
-    if model_type == "whisper":
-        tensors.pop("attention_mask", None)  # Whisper's generate takes the padded 30 s window, no mask
-    vocab = int(getattr(config, "vocab_size", 1000))
-    tensors["labels"] = torch.from_numpy(rng.integers(_TEXT_ID, max(vocab, _TEXT_ID + 1), (batch_size, text_len))).long()
-    shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items() if k != "labels")
-    words = (f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}; {shapes}); "
-             f"training labels: {text_len} decoder tokens")
-    return MediaInputs(tensors, words)
+def simulated_image_types() -> list[str]:
+    """The model types whose prompts get images, for messages."""
+    return sorted(FAMILIES)
 
 
 def _tokenizer(config: Any, family: Family) -> Any:

@@ -215,7 +215,8 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     inputs (:mod:`estimator.peak.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
     None for other models and for a vision-language prompt of text only (``images`` 0)."""
     from estimator.options.specs import DEFAULT_IMAGES
-    from estimator.peak.processors import FAMILIES, SPEECH, Media
+    from estimator.peak.audio import audio_simulated, simulated_audio_types
+    from estimator.peak.processors import Media, images_simulated, simulated_image_types
 
     shape = work.shape
     model_type = resolved.config.get("model_type")
@@ -223,17 +224,17 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     if shape.video_frames:
         raise UnsupportedError([Option("video_frames"), " is not simulated yet: video inputs are refused rather than guessed "
                                 "(images: ", Option("images"), ")."], option="video_frames")
-    if shape.images and model_type not in FAMILIES:
+    if shape.images and not images_simulated(model_type):
         raise UnsupportedError([Option("images"), f" shapes vision-language models whose processor is simulated "
-                                f"({', '.join(sorted(FAMILIES))}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(simulated_image_types())}); {resolved.name} ({model_type}) is not one of them."],
                                option="images")
-    if shape.audio_seconds is not None and model_type not in SPEECH:
+    if shape.audio_seconds is not None and not audio_simulated(model_type):
         raise UnsupportedError([Option("audio_seconds"), f" shapes speech models whose feature extractor is simulated "
-                                f"({', '.join(sorted(SPEECH))}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(simulated_audio_types())}); {resolved.name} ({model_type}) is not one of them."],
                                option="audio_seconds")
-    if model_type in SPEECH:
+    if audio_simulated(model_type):
         return Media(audio_seconds=shape.audio_seconds, preprocessor=preprocessor, processor=processor)
-    if model_type not in FAMILIES:
+    if not images_simulated(model_type):
         return None
     images = DEFAULT_IMAGES if shape.images is None else shape.images
     if images == 0:
