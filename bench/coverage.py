@@ -93,17 +93,18 @@ class Worker:
         self.proc.wait()
 
 
-def run(tag: str, types: list[str], *, workers: int, timeout: float) -> None:
+def run(tag: str, types: list[str], *, workers: int, timeout: float, again: bool = False) -> None:
     path = RESULTS / f"coverage_{tag}.jsonl"
-    done = {json.loads(line)["model_type"] for line in path.read_text().splitlines()} if path.exists() else set()
+    done = {json.loads(line)["model_type"] for line in path.read_text().splitlines()} if path.exists() and not again else set()
     pending = [t for t in types if t not in done]
     print(f"{len(pending)} types to run ({len(done)} already in {path.name})", file=sys.stderr)
     pool = [Worker() for _ in range(min(workers, len(pending)))]
     started, last = time.monotonic(), -1
-    with path.open("a") as sink:
+    sink = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
         def record(row: dict[str, Any]) -> None:
-            sink.write(json.dumps(row, default=str) + "\n")
-            sink.flush()
+            # one write() per row on an O_APPEND descriptor: runs of other --types may append beside this one
+            os.write(sink, (json.dumps(row, default=str) + "\n").encode())
 
         while pending or any(w.current for w in pool):
             for w in pool:
@@ -131,6 +132,8 @@ def run(tag: str, types: list[str], *, workers: int, timeout: float) -> None:
             if len(pending) != last:
                 last = len(pending)
                 print(f"{last} left, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    finally:
+        os.close(sink)
     for w in pool:
         w.stop()
     print(file=sys.stderr)
@@ -368,12 +371,8 @@ def main(argv: list[str] | None = None) -> int | None:
         print(compare(*args.compare))
         return
     types = args.types or all_types()
-    if args.retry and args.types:
-        path = RESULTS / f"coverage_{args.tag}.jsonl"
-        if path.exists():
-            keep = [line for line in path.read_text().splitlines() if json.loads(line)["model_type"] not in set(types)]
-            path.write_text("".join(line + "\n" for line in keep))
-    run(args.tag, types, workers=max(1, min(args.workers, 2)), timeout=args.timeout)
+    # --retry appends new rows; the report keeps each type's last row (load_rows)
+    run(args.tag, types, workers=max(1, min(args.workers, 2)), timeout=args.timeout, again=bool(args.retry and args.types))
 
 
 if __name__ == "__main__":
