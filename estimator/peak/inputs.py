@@ -234,6 +234,12 @@ def workload_for(
     image_size: int | None = None,
 ) -> Workload:
     """The workload a real run of ``model`` would do; see the module docstring."""
+    from estimator.peak import other_inputs, pair_inputs, vision_inputs
+
+    for provider in (pair_inputs.workload, vision_inputs.workload, other_inputs.workload):
+        found = provider(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+        if found is not None:
+            return found
     kind = detect_kind(model)
     b, n = batch_size, seq_len
     if kind is not ModelKind.TIMM_IMAGE and _accepts(model, "grid_thw") and _accepts(model, "hidden_states") and not _accepts(

@@ -219,7 +219,7 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     from estimator.peak.processors import Media, images_simulated, simulated_image_types
 
     shape = work.shape
-    model_type = resolved.config.get("model_type")
+    model_type = str(resolved.config.get("model_type") or "")
     preprocessor, processor = resolved.extra.get("preprocessor_config"), resolved.extra.get("processor_config")
     if shape.video_frames:
         raise UnsupportedError([Option("video_frames"), " is not simulated yet: video inputs are refused rather than guessed "
