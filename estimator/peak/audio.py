@@ -46,6 +46,10 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
 
     model_type = getattr(config, "model_type", "")
+    from estimator.peak.audio_prompts import PROMPT_TYPES, prompt_inputs
+
+    if model_type in PROMPT_TYPES:
+        return prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
     speech = SPEECH.get(model_type)
     if speech is None:
         raise ValueError(f"audio is not simulated for {model_type or type(config).__name__} models")
@@ -71,9 +75,13 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
 
 def audio_simulated(model_type: str) -> bool:
     """Whether ``model_type`` is fed audio made by its feature extractor (else: refused with ``--audio-seconds``)."""
-    return model_type in SPEECH
+    from estimator.peak.audio_prompts import PROMPT_TYPES
+
+    return model_type in SPEECH or model_type in PROMPT_TYPES
 
 
 def simulated_audio_types() -> list[str]:
     """The model types fed audio, for messages."""
-    return sorted(SPEECH)
+    from estimator.peak.audio_prompts import PROMPT_TYPES
+
+    return sorted({*SPEECH, *PROMPT_TYPES})
