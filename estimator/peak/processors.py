@@ -185,18 +185,27 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+def lookup(model_type: str) -> Family | None:
+    """The processor family of ``model_type``: this module's table, then :mod:`estimator.peak.more_families`."""
+    from estimator.peak.more_families import more_families
+
+    return FAMILIES.get(model_type) or more_families().get(model_type)
+
+
 def family_of(config: Any) -> Family | None:
-    return FAMILIES.get(getattr(config, "model_type", ""))
+    return lookup(getattr(config, "model_type", ""))
 
 
 def images_simulated(model_type: str) -> bool:
     """Whether prompts of ``model_type`` get images made by its processor (else: refused with ``--images``)."""
-    return model_type in FAMILIES
+    return lookup(model_type) is not None
 
 
 def simulated_image_types() -> list[str]:
     """The model types whose prompts get images, for messages."""
-    return sorted(FAMILIES)
+    from estimator.peak.more_families import more_families
+
+    return sorted({*FAMILIES, *more_families()})
 
 
 def _tokenizer(config: Any, family: Family) -> Any:
@@ -274,7 +283,7 @@ def media_inputs(
     text tokens (see the module docstring)."""
     preprocessor, processor = media.preprocessor, media.processor
     model_type = getattr(config, "model_type", "")
-    family = FAMILIES.get(model_type)
+    family = lookup(model_type)
     if family is None:
         raise ValueError(f"images are not simulated for {model_type or type(config).__name__} models")
     image_processor = _image_processor(model_type, family, config, preprocessor)
