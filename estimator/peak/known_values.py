@@ -97,10 +97,24 @@ class KnownValues(TorchDispatchMode):
             return out
 
         torch.tensor = tensor
+        self._isfinite = torch.isfinite
+        checks = self._isfinite
+
+        def isfinite(x: torch.Tensor) -> torch.Tensor:
+            # DETR's encoder layers ask in training whether their activations are all finite (and clamp them if
+            # not): they are, in a run from finite weights and inputs that has not diverged
+            out = checks(x)
+            if _is_fake(out) and _value(x) is None:
+                with _disable_current_modes():
+                    _KNOWN[out] = torch.ones((), dtype=torch.bool).expand(out.shape)
+            return out
+
+        torch.isfinite = isfinite  # type: ignore[assignment]
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         torch.tensor = self._tensor
+        torch.isfinite = self._isfinite  # type: ignore[assignment]
         super().__exit__(*exc)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
@@ -129,7 +143,8 @@ class KnownValues(TorchDispatchMode):
         # are computed from known integers (Qwen2-VL's vision positions go through a float product); never
         # from a factory (an optimizer's step count starts as one and must stay a fake)
         floats = any(_is_fake(t) and t.dtype.is_floating_point for t in tensors) or (
-            any(_is_fake(t) for t in tensors) and _tiny(out))
+            any(_is_fake(t) for t in tensors) and _tiny(out)) or (
+            func is _aten._to_copy.default and _is_fake(args[0]))  # known integers cast (Gemma 4's pooling weights)
         if known and _all_small(out, floats):
             _pair(out, _real(func, flat, spec), floats)
         return out

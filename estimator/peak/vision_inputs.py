@@ -2,20 +2,177 @@
 
 ``workload(model, batch_size=, seq_len=, image_size=)`` returns a :class:`~estimator.peak.inputs.Workload`
 for the models this module knows, else None (the generic paths of :mod:`estimator.peak.inputs` then run).
+
+Every input is what the model's own transformers image processor returns for ``batch_size`` random
+images (:func:`processed`): the class transformers maps the model type to (a vision tower asked alone:
+its parent model's, ``idefics3_vision`` -> ``idefics3``), its settings derived from the config as the
+processor families of :mod:`estimator.peak.processors` derive them. Inside the fake mode the float
+tensors become fakes of the same shapes and the integer ones (masks, grids, positions) fakes whose
+values :mod:`estimator.peak.known_values` knows, so the model's questions about them are answered as
+the real run answers them.
+
+- **DETR-like detectors** (DETR, Conditional / Deformable DETR, Table Transformer): ``pixel_values``
+  (B, 3, H, W) and ``pixel_mask`` (B, H, W) at the processor's resolution (800 px for a square image),
+  or ``image_size`` square where it is given. Training backpropagates the sum of the decoder's last
+  hidden state (the base model has no loss).
+- **Vision towers asked alone** (Idefics3 / SmolVLM / Granite-Docling, Siglip2, Gemma 4, the grid towers
+  of GLM-Image, Cosmos3-Edge, Muse, Kimi-K2.5, LFM3-VL, HunYuan-VL, Inkling2, VideoLLaMA3): the parent
+  processor's ``pixel_values`` (tiles flattened to one batch) and its grid / spatial shapes / position ids /
+  masks under the names the tower's ``forward`` takes. Training backpropagates the sum of the first output.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import torch
 from torch import nn
 
 if TYPE_CHECKING:
     from estimator.peak.inputs import Workload
 
-__all__ = ["workload"]
+__all__ = ["processed", "workload"]
+
+DETR_TYPES = frozenset({"detr", "conditional_detr", "deformable_detr", "table-transformer"})
+# processor output name -> the name a tower's forward takes it under
+_RENAMES = {"image_grid_thw": ("grid_thw", "image_grid_thw"), "image_position_ids": ("pixel_position_ids",),
+            "image_merge_sizes": ("merge_sizes",), "pixel_attention_mask": ("pixel_attention_mask",),
+            "spatial_shapes": ("spatial_shapes",), "pixel_values": ("pixel_values",)}
 
 
 def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int | None) -> Workload | None:
-    """None: no model is handled here yet."""
+    """The workload of a model this module knows (see the module docstring), else None."""
+    config: Any = getattr(model, "config", None)
+    model_type = str(getattr(config, "model_type", "") or "")
+    if not model_type:
+        return None
+    if model_type in DETR_TYPES and type(model).__name__.endswith("Model"):
+        size = {"height": image_size, "width": image_size} if image_size else None
+        real = processed(model_type, {"size": size} if size else {}, batch_size, image_size or 800)
+        return _forward_sum(model, real, f"{type(model).__name__} (DETR-like)")
+    parent = _tower_parent(model, model_type)
+    if parent is not None:
+        real = _tower_inputs(model, parent, batch_size, image_size)
+        if real is not None:
+            return _forward_sum(model, real, f"vision tower of {parent} asked alone")
     return None
+
+
+def processed(model_type: str, settings: dict[str, Any], batch_size: int, size: int) -> dict[str, torch.Tensor]:
+    """What ``model_type``'s transformers image processor (built with ``settings``) returns for
+    ``batch_size`` random RGB images of ``size`` x ``size`` pixels: real CPU tensors."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES, get_image_processor_class_from_name
+
+    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+    name = names.get("torchvision") or names.get("pil")
+    if name is None:
+        raise ValueError(f"transformers has no image processor for {model_type}")
+    with _disable_current_modes():  # the processor's tensors are real ones, even when asked inside the fake mode
+        processor = get_image_processor_class_from_name(name)(**settings)
+        rng = np.random.default_rng(0)
+        images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch_size)]
+        out = processor(images=images, return_tensors="pt")
+        return {k: v.to("cpu") for k, v in out.items() if isinstance(v, torch.Tensor)}
+
+
+def _tower_parent(model: nn.Module, model_type: str) -> str | None:
+    """The model type whose processor feeds a vision tower asked alone (its config's type less
+    ``_vision`` / ``_vision_model``), where that parent has an image processor."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    for suffix in ("_vision_model", "_vision"):
+        if model_type.endswith(suffix) and model_type[: -len(suffix)] in IMAGE_PROCESSOR_MAPPING_NAMES:
+            return model_type[: -len(suffix)]
+    return None
+
+
+def _tower_inputs(model: nn.Module, parent: str, batch_size: int, image_size: int | None) -> dict[str, torch.Tensor] | None:
+    """The parent processor's output for ``batch_size`` images, under the names the tower's forward takes."""
+    from estimator.peak.processors import lookup
+
+    config: Any = model.config
+    family = lookup(parent)
+    settings = family.image_processor(SimpleNamespace(vision_config=config)) if family is not None else _patching(parent, config)
+    size = int(image_size or (family.default_size(SimpleNamespace(vision_config=config)) if family is not None else 0)
+               or _side(getattr(config, "image_size", None)) or 224)
+    real = processed(parent, settings, batch_size, size)
+    params = _parameters(model)
+    out: dict[str, torch.Tensor] = {}
+    for key, value in real.items():
+        target = next((n for n in _RENAMES.get(key, (key,)) if n in params), None)
+        if target is not None:
+            out[target] = value
+    if "pixel_values" not in out:
+        return None
+    pixels = out["pixel_values"]
+    if pixels.dim() == 5:  # tiles per image (Idefics3): the tower takes them as one batch
+        out["pixel_values"] = pixels.flatten(0, 1)
+        mask = out.pop("pixel_attention_mask", None)
+        del mask  # the tower makes its all-ones patch mask itself
+    return out
+
+
+def _patching(parent: str, config: Any) -> dict[str, Any]:
+    """The parent image processor's patching from the tower's config, for the settings that processor has:
+    ``patch_size``, ``merge_size`` (the config's spatial merge) and ``temporal_patch_size`` (Muse-Spark:
+    ``patch_temporal``; 1 where the config has none: the tower's patch embedding then takes one frame)."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES, get_image_processor_class_from_name
+
+    if parent == "inkling2":  # its "size" is the pixels of one image token: spatial_merge_size patches a side
+        side = int(config.spatial_merge_size) * int(config.patch_size)
+        return {"size": {"height": side, "width": side}}
+    names = IMAGE_PROCESSOR_MAPPING_NAMES[parent]
+    defaults = vars(get_image_processor_class_from_name(names.get("torchvision") or names["pil"])())
+    wanted = {"patch_size": getattr(config, "patch_size", None),
+              "merge_size": getattr(config, "spatial_merge_size", None) or getattr(config, "merge_size", None),
+              "temporal_patch_size": getattr(config, "temporal_patch_size", None) or getattr(config, "patch_temporal", None) or 1}
+    return {k: int(v) for k, v in wanted.items() if v is not None and defaults.get(k) is not None}
+
+
+def _side(size: Any) -> int | None:
+    if isinstance(size, (list, tuple)):
+        return int(size[0])
+    return int(size) if size else None
+
+
+def _parameters(model: nn.Module) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _forward_sum(model: nn.Module, real: dict[str, torch.Tensor], what: str) -> Workload:
+    """Feed ``real`` (fakes of it inside the fake mode) by name; training backpropagates the sum of the first output."""
+    from estimator.peak.inputs import ModelKind, _forward_all
+    from estimator.peak.known_values import KnownValues
+
+    shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in real.items())
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    real = {k: v.to(dtype) if v.is_floating_point() else v for k, v in real.items()}
+    return _forward_all(ModelKind.VISION_BASE, _maker(real), f"{what}: {shapes}", KnownValues)
+
+
+def _maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
+    """Fakes of the processor's tensors inside a fake mode (integers known), clones of them outside one."""
+
+    def make_inputs() -> dict[str, torch.Tensor]:
+        from estimator.peak.known_values import know
+
+        out: dict[str, torch.Tensor] = {}
+        for key, value in real.items():
+            made = torch.empty(value.shape, dtype=value.dtype)
+            if not isinstance(made, torch._subclasses.fake_tensor.FakeTensor):
+                out[key] = value.clone()
+            elif value.dtype.is_floating_point:
+                out[key] = made
+            else:
+                out[key] = know(made, value)
+        return out
+
+    return make_inputs
