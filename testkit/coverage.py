@@ -351,7 +351,7 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
         default_layers = []
     reasons: list[str] = []
     for level, recompute in ((1, True), (1, False), (2, True), (2, False), (3, True), (3, False)):
-        shrunk = shrink(default, level, recompute_layer_types=recompute)
+        shrunk = _derive(shrink(default, level, recompute_layer_types=recompute), CONFIG_MAPPING[model_type], level)
         shrunk["architectures"] = [name]
         # a hybrid with no attention layer left keeps one (two: Zamba's shared block is tied across
         # its attention layers), else the plain shrunk config (Qwen4Exp's default cannot build its attention layer)
@@ -380,6 +380,19 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
                 reasons.append(f"level {level}: {type(exc).__name__}: {str(exc)[:200]}")
     unique = list(dict.fromkeys(reasons))
     return None, name, None, None, "; ".join(unique)
+
+
+DERIVED_KEYS = ("codebook_dim",)  # widths a config derives from others when None (EnCodec, X-Codec: the hidden size)
+
+
+def _derive(small: dict[str, Any], config_class: Any, level: int) -> dict[str, Any]:
+    """At level 1, the keys of :data:`DERIVED_KEYS` whose config class defaults them to None (it then
+    derives them from the shrunk widths) set to None."""
+    fields = getattr(config_class, "__dataclass_fields__", {})
+    for key in DERIVED_KEYS:
+        if level == 1 and key in small and key in fields and fields[key].default is None:
+            small[key] = None
+    return small
 
 
 def _layer_kinds(hf_config: Any) -> list[str]:

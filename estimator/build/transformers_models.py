@@ -103,8 +103,10 @@ def build_transformers(config: dict[str, Any], dtype: torch.dtype, *, model: str
 
     hf_config = transformers_config(config, model=model, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
     cls = model_class(hf_config, model=model, trust_remote_code=trust_remote_code)
+    from estimator.build.scalars import ScalarsOnCpu
+
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), ScalarsOnCpu():  # integer scalars keep their values (estimator.build.scalars)
             if trust_remote_code and not hasattr(cls, "_from_config"):
                 built = cls.from_config(hf_config, trust_remote_code=True, dtype=dtype)  # type: ignore[attr-defined]  # a transformers/diffusers class, typed as nn.Module here
             else:

@@ -126,6 +126,13 @@ class KnownValues(TorchDispatchMode):
             return _real(func, flat, spec)
         if known and func in _DATA_SHAPED:
             return self._from_real(func, flat, spec)
+        if func is _aten.rand.default and not list(args[0]):
+            # a 0-d draw is transformers' layerdrop (``torch.rand([]) < self.layerdrop``, its only use there):
+            # known as the largest draw, so every layer runs, as in the steps of a run that hold the most
+            out = func(*args, **kwargs)
+            with _disable_current_modes():
+                _KNOWN[out] = torch.tensor(1.0 - 2.0**-24, dtype=out.dtype)
+            return out
         try:
             out = func(*args, **kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException):
