@@ -36,6 +36,14 @@ SPEECH: dict[str, Speech] = {
                                              "num_mel_bins": config.input_feat_per_channel}),
     "moonshine": Speech(lambda config: {"feature_size": 1, "sampling_rate": 16000, "do_normalize": False,
                                         "return_attention_mask": True}, "input_values"),
+    # Parakeet-encoder models (mel bins of the encoder); SeamlessM4T's stacked filterbanks (2 frames per vector)
+    "canary": Speech(lambda config: {"feature_size": config.encoder_config.num_mel_bins}),
+    "cohere_asr": Speech(lambda config: {"feature_size": config.encoder_config.num_mel_bins}),
+    "seamless_m4t": Speech(lambda config: {"feature_size": config.feature_projection_input_dim // 2,
+                                           "num_mel_bins": config.feature_projection_input_dim // 2}),
+    "seamless_m4t_v2": Speech(lambda config: {"feature_size": config.feature_projection_input_dim // 2,
+                                              "num_mel_bins": config.feature_projection_input_dim // 2}),
+    "speecht5": Speech(lambda config: {"feature_size": 1, "return_attention_mask": True}, "input_values"),
 }
 
 
