@@ -6,9 +6,9 @@ model's config.json. Every run that sized its KV cache is checked:
 
 - available KV cache and the KV cache in tokens within 2% of vLLM's, on every rank that printed them
   (pipeline stages: each stage's own budget, the tokens from the stage with the fewest blocks);
-- the profile run's torch peak increase within 10%, except where our model says the first stage's forward
-  decides it (float32 on one GPU, pipeline stage 0): there vLLM's peak is ~20% above ours, a gap
-  docs/serving.md states and this test holds to 25%;
+- the profile run's torch peak increase within 10% on every rank, the first stage's included: there the cold
+  torch.compile's benchmark of the embedding gather (a random copy of the embedding table beside its two
+  outputs) decides it when the forward and sampler are smaller (float32 on one GPU, pipeline stage 0);
 - the non-torch increase (built from published H100 measurements and NCCL's buffer formula, not from these runs:
   estimator/serving/versions.py) within 0.1 GiB on one GPU and under pipeline parallelism (the logged figure's
   0.005 GiB rounding allowed), within 0.13 GiB under tensor parallelism, where it is 0.11-0.12 GiB under vLLM's
@@ -58,9 +58,7 @@ def test_profile_peak_and_non_torch(replays: dict[str, Replay], run_id: str) -> 
     rp = replays[run_id]
     for (name, vllm, ours), phase in zip(rp.ranks, rp.phases, strict=True):
         if vllm.peak is not None:
-            first_stage_forward = phase == "forward" and name in ("rank 0", "PP stage 0")
-            bound = 0.25 if first_stage_forward else 0.10
-            assert ours.peak is not None and _rel(ours.peak, vllm.peak) <= bound, (name, phase, ours.peak, vllm.peak)
+            assert ours.peak is not None and _rel(ours.peak, vllm.peak) <= 0.10, (name, phase, ours.peak, vllm.peak)
         if vllm.non_torch is not None:
             nt_bound = 0.105 if rp.run["tensor_parallel_size"] == 1 else 0.13
             assert ours.non_torch is not None and abs(ours.non_torch - vllm.non_torch) <= nt_bound, (name, ours.non_torch, vllm.non_torch)

@@ -32,6 +32,19 @@ under TP), their float32 copy (``Sampler.forward``), and what the version's top-
 the first, the intermediate tensors it receives (hidden states and residual, allocated by the first
 ``_dummy_run``).
 
+**The cold compile** (first stage, text models; :attr:`VLLMRules.combo_kernel_benchmark`): the model
+compiles at this first call, and torch 2.10's Inductor, with the combo kernels vLLM 0.19 turns on,
+benchmarks the kernels of each topological level of a piecewise graph on ``rand_strided`` copies of all
+their buffer arguments at the traced sizes (``Scheduler.speedup_by_combo_kernel`` ->
+``TritonScheduling.benchmark_fused_nodes`` -> the kernel module's ``get_args``), freed before the forward
+runs. The first stage's first graph opens with the embedding gather fused into layer 0's input norm
+(``LlamaModel.forward``: ``embed_input_ids``, then ``input_layernorm`` with ``residual = hidden_states``):
+its arguments are the embedding table (``VocabParallelEmbedding``: the vocabulary padded to 64, split
+over tensor-parallel ranks) and its two ``tokens x hidden`` outputs, the embeddings kept as the residual
+and the normed rows (under tensor parallelism the all-reduce between them leaves the gather one output).
+Nothing else of the run exists yet: not even the cuBLAS workspace (:func:`_compile_benchmark_bytes`).
+An image-text-to-text model gets ``inputs_embeds`` from the runner instead (no gather in its graph).
+
 **Image-text-to-text models** (``profile_run``'s multimodal branch, first stage): before the text run
 vLLM encodes the most images one step's encoder budget holds (``max_num_batched_tokens`` over one
 image's placeholder tokens; Gemma-3: 256) at the processor's largest size (one float32 dummy image
@@ -63,11 +76,8 @@ class ProfileEstimate:
     kept_bytes: dict[str, int]  # allocated during the run and kept (cuBLAS workspace, MoE workspace, PP buffers)
 
     encoder_bytes: int = 0  # image-text-to-text: the dummy encoder run (first stage)
-
-    @property
-    def phase(self) -> str:
-        busiest = max(self.forward_bytes, self.sampler_bytes, self.encoder_bytes)
-        return "encoder" if busiest == self.encoder_bytes else "sampler" if busiest == self.sampler_bytes else "forward"
+    compile_bytes: int = 0  # the cold compile's largest kernel benchmark (first stage, text models)
+    phase: str = "forward"  # which moment decides the peak: compile, encoder, forward or sampler
 
 
 def encoder_items(vision: VisionShape, tokens: int) -> int:
@@ -91,6 +101,14 @@ def _encoder_bytes(vision: VisionShape, items: int, tp: int, act: int) -> int:
     attention = 2 * vision.hidden + 3 * vision.hidden // tp + vision.hidden // tp
     mlp = 2 * vision.hidden + 2 * vision.intermediate // tp
     return pixels + rows * max(attention, mlp) * act
+
+
+def _compile_benchmark_bytes(shape: ModelShape, tokens: int, tp: int, act: int) -> int:
+    """The embedding gather's benchmark harness in the cold compile: a random copy of this rank's embedding table
+    (``round_up(vocab, 64) / tp`` rows) and of the kernel's outputs, ``tokens x hidden`` each (two where the gather
+    is fused into the first norm, one under tensor parallelism); the token ids are negligible."""
+    table = _round_up(shape.vocab, 64) // tp * shape.hidden * act
+    return table + (2 if tp == 1 else 1) * tokens * shape.hidden * act
 
 
 def _moe_workspace(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int) -> int:
@@ -146,4 +164,10 @@ def profile_peak(
     text_run = sum(kept.values()) + max(forward, sampler)
     # the encoder runs first: only the cuBLAS workspace, the pixel batch and its own outputs exist by then
     encoder_run = (kept["cublas_workspace"] + kept["encoder_cache"] + kept["mm_dummy_inputs"] + encoder) if encoder else 0
-    return ProfileEstimate(max(text_run, encoder_run), forward, sampler, kept, encoder)
+    # the compile comes before any kernel of the run (the first stage holds no received tensors)
+    compile_run = (_compile_benchmark_bytes(shape, tokens, tp, act_bytes)
+                   if rules.combo_kernel_benchmark and first and shape.vision is None else 0)
+    moments = {"compile": compile_run, "encoder": encoder_run, "sampler": sum(kept.values()) + sampler if last else 0,
+               "forward": sum(kept.values()) + forward}
+    phase = max(moments, key=lambda k: moments[k])
+    return ProfileEstimate(max(text_run, encoder_run, compile_run), forward, sampler, kept, encoder, compile_run, phase)

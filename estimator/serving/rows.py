@@ -121,7 +121,7 @@ def _rank_dict(stage: int, p: ServingPlan, prof: ProfileEstimate) -> dict[str, A
     return {"stage": stage, "weights_bytes": p.weights_bytes, "profile_peak_bytes": p.profile_peak_bytes,
             "non_torch_bytes": p.non_torch_bytes, "available_kv_cache_bytes": p.available_kv_bytes,
             "num_blocks": p.blocks.num_blocks, "forward_bytes": prof.forward_bytes, "sampler_bytes": prof.sampler_bytes,
-            "encoder_bytes": prof.encoder_bytes,
+            "encoder_bytes": prof.encoder_bytes, "compile_bytes": prof.compile_bytes,
             "kept_bytes": dict(prof.kept_bytes)}
 
 
@@ -148,6 +148,8 @@ def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType, prof: P
         f"{min(p.max_num_seqs, p.max_num_batched_tokens):,} requests; busiest decoder layer {prof.forward_bytes:,} bytes, "
         f"sampler phase {prof.sampler_bytes:,} bytes, "
         + (f"encoder run (images at once, as vLLM's multimodal profiling) {prof.encoder_bytes:,} bytes, " if prof.encoder_bytes else "")
+        + (f"the cold torch.compile's benchmark of the embedding gather (a random copy of the embedding table and the "
+           f"kernel's outputs) {prof.compile_bytes:,} bytes, " if prof.compile_bytes else "")
         + f"kept {kept}: peak above the weights {p.profile_peak_bytes:,} "
         f"(the {prof.phase} phase)",
         f"non-torch memory {p.non_torch_bytes:,} bytes per rank ("

@@ -13,6 +13,18 @@ is taken from the runs the replay test checks:
   int64 indices are the PyTorch fallback only), and a 1 MiB ``row_states`` buffer.
 - **CUDA graphs** (``Worker.determine_available_memory``): captured after the KV cache is allocated, so
   not subtracted from it, unless ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``.
+- **The cold compile's benchmark harnesses** (``combo_kernel_benchmark``): 0.19 pins torch 2.10 and sets
+  Inductor's ``combo_kernels`` and ``benchmark_combo_kernel`` (``CompilationConfig.__post_init__``,
+  vllm/config/compilation.py, for torch >= 2.9). The model compiles at its first call, which is
+  ``profile_run``'s ``_dummy_run`` inside ``memory_profiling`` (vllm/compilation/decorators.py,
+  ``__call__``), so what the compile allocates counts in the torch peak: for every topological level
+  of a piecewise graph with two or more kernels, torch 2.10's ``Scheduler.speedup_by_combo_kernel``
+  benchmarks each kernel on ``rand_strided`` copies of all its buffer arguments at the traced sizes
+  (``TritonScheduling.benchmark_fused_nodes`` -> ``get_args``), before any activation exists. The
+  first stage's graph starts with the embedding gather fused into the first layer's input norm, whose
+  arguments are the whole embedding table (:mod:`estimator.serving.activations`). Torch 2.10 does not yet
+  keep indirect-indexing kernels out of these benchmarks (a later torch does). A warm start (compile
+  cache and ``.kernel_perf`` files present) skips the compile and its benchmarks.
 - **Non-torch memory** (``memory_profiling``: ``non_torch_increase`` = the driver's used memory less
   torch's, after the profile run less at ``Worker.init_device``'s snapshot). 0.19 takes that snapshot
   *after* ``init_worker_distributed_environment`` ("This ensures NCCL buffers are allocated before we
@@ -60,6 +72,7 @@ class VLLMRules:
     sampler_scratch_bytes: int  # FlashInfer's row_states buffer
     cuda_graphs_subtracted: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default
     cublas_workspace_bytes: int  # torch's cuBLAS workspace on sm90 (":4096:8" = 32 MiB), allocated at the first matmul
+    combo_kernel_benchmark: bool  # the cold compile benchmarks each kernel on random copies of its arguments
     first_forward_non_torch: int  # cuBLAS handles, lazily loaded modules: a published measurement (see above)
     nccl_connect_tp2: int  # NCCL's buffers connected at the first all-reduce, per rank at TP2 (published)
     nvls_head_bytes: int  # each further NVLS head (rank) in NCCL's NVLS buffers
@@ -83,6 +96,7 @@ _V0_19 = VLLMRules(
     sampler_scratch_bytes=1 * MiB,
     cuda_graphs_subtracted=False,
     cublas_workspace_bytes=32 * MiB,
+    combo_kernel_benchmark=True,
     first_forward_non_torch=int(0.16 * GiB),
     nccl_connect_tp2=int((3.58 - 1.79) * GiB),
     nvls_head_bytes=16 * 2 * 128 * 1024 * 8,
