@@ -2,7 +2,9 @@
 or, without one, from settings read off the model config.
 
 Speech models get the feature extractor's ``input_features`` (or ``input_values``) for random audio of
-the length asked (Whisper's extractor pads to its 30 s window). The class comes from transformers by
+the length asked (Whisper's extractor pads to its 30 s window). The encoder-decoder ones here
+(:data:`SPEECH`) run ``generate``'s steps; encoders, CTC, audio-classification and transducer models
+run one forward (:mod:`estimator.peak.audio_forward`). The class comes from transformers by
 ``model_type``; nothing here runs a repository's code.
 """
 
@@ -15,9 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from estimator.peak.audio_forward import FORWARD_TYPES, forward_audio_inputs, forward_audio_workload, forward_simulated
 from estimator.peak.processors import _TEXT_ID, Media, MediaInputs
 
-__all__ = ["SPEECH", "Speech", "audio_inputs", "audio_simulated", "simulated_audio_types"]
+__all__ = ["SPEECH", "Speech", "audio_inputs", "audio_simulated", "audio_workload", "simulated_audio_types"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
     if model_type in PROMPT_TYPES:
         return prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
     speech = SPEECH.get(model_type)
+    if speech is None and model_type in FORWARD_TYPES:  # encoders, CTC, classifiers, transducers
+        return forward_audio_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
     if speech is None:
         raise ValueError(f"audio is not simulated for {model_type or type(config).__name__} models")
     cls = feature_extractor_class_from_name(FEATURE_EXTRACTOR_MAPPING_NAMES[model_type])
@@ -85,11 +90,22 @@ def audio_simulated(model_type: str) -> bool:
     """Whether ``model_type`` is fed audio made by its feature extractor (else: refused with ``--audio-seconds``)."""
     from estimator.peak.audio_prompts import PROMPT_TYPES
 
-    return model_type in SPEECH or model_type in PROMPT_TYPES
+    return model_type in SPEECH or model_type in PROMPT_TYPES or forward_simulated(model_type)
+
+
+def audio_workload(model: Any, inputs: MediaInputs) -> Any:
+    """The workload of a speech model on its extractor's ``inputs``: one forward (and the model's own loss) for
+    encoders, CTC, classifiers and transducers (:mod:`estimator.peak.audio_forward`), else ``generate``'s
+    steps (:func:`estimator.peak.media.media_workload`)."""
+    from estimator.peak.media import media_workload
+
+    if getattr(model.config, "model_type", "") in FORWARD_TYPES:
+        return forward_audio_workload(model, inputs)
+    return media_workload(model, inputs)
 
 
 def simulated_audio_types() -> list[str]:
     """The model types fed audio, for messages."""
     from estimator.peak.audio_prompts import PROMPT_TYPES
 
-    return sorted({*SPEECH, *PROMPT_TYPES})
+    return sorted({*SPEECH, *PROMPT_TYPES, *(t for t in FORWARD_TYPES if forward_simulated(t))})

@@ -294,13 +294,14 @@ def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: i
     """The media workload where ``media`` is given and the model's processor can make its inputs; else
     the text (or vision) workload, with a note saying why the images or audio were left out."""
     if media is not None:
-        from estimator.peak.audio import audio_inputs
+        from estimator.peak.audio import audio_inputs, audio_workload
         from estimator.peak.media import media_workload
         from estimator.peak.processors import media_inputs
 
         made = audio_inputs if media.images == 0 else media_inputs  # speech models: no images, audio
+        run = audio_workload if media.images == 0 else media_workload  # speech encoders: one forward
         try:
-            return media_workload(model, made(model.config, media, batch_size=batch_size, text_len=seq_len)), ()
+            return run(model, made(model.config, media, batch_size=batch_size, text_len=seq_len)), ()
         except Exception as exc:  # the processor could not be built or run from this config
             logger.warning("processor inputs failed for %s: %s", type(model).__name__, exc, exc_info=True)
             why = (f"images or audio not simulated: the model's processor could not make its inputs from this config "
