@@ -81,6 +81,24 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
                           "attention_heads": 2, "image_size": 32, "patch_size": 8, "max_num_tiles": 4,
                           "intermediate_layers_indices": [0], "vision_output_dim": 64},
         "image_token_index": 500}, image_size=64),
+    MultimodalCase("glm4v", "glm4v", {  # a grid family of estimator/peak/more_families.py
+        "text_config": {**_TEXT, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}},
+        "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 14,
+                          "image_size": 56, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64},
+        "image_token_id": 500, "video_token_id": 501, "image_start_token_id": 502, "image_end_token_id": 503,
+        "video_start_token_id": 504, "video_end_token_id": 505, "eos_token_id": 2}, image_size=56),
+    MultimodalCase("llava_next", "llava_next", {  # anyres: a 32 px image on the 32x64 grid point -> base + 2 tiles
+        "text_config": {"model_type": "llama", **_TEXT},
+        "vision_config": {"model_type": "clip_vision_model", **_VISION, "image_size": 32, "patch_size": 8, "projection_dim": 32},
+        "image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]], "image_token_index": 500}),
+    MultimodalCase("internvl", "internvl", {  # 64 px tiles of 8 px patches, pixel-shuffled by 0.5: 16 tokens per image
+        "text_config": {"model_type": "qwen2", **_TEXT},
+        "vision_config": {**_VISION, "image_size": [64, 64], "patch_size": [8, 8]},
+        "downsample_ratio": 0.5, "image_seq_length": 16, "image_token_id": 500}),
+    MultimodalCase("mistral3", "mistral3", {  # Pixtral tower, 2x2 patch merger, [IMG_BREAK] per row and [IMG_END]
+        "text_config": {"model_type": "mistral", **_TEXT},
+        "vision_config": {**_VISION, "image_size": 64, "patch_size": 8, "head_dim": 16},
+        "spatial_merge_size": 2, "image_token_index": 500}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,

@@ -18,6 +18,7 @@ Nothing here runs a repository's code: classes come from transformers by ``model
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,9 +66,14 @@ def _vision(config: Any) -> Any:
 
 def _token_id(config: Any, *names: str) -> int | None:
     for name in names:
-        value = getattr(config, name, None)
+        name, _, index = name.partition("[")  # "visual_indicator_token_ids[2]": the third of a list (Ovis2)
+        value = config
+        for part in name.split("."):  # "vision_config.image_token_id": a sub-config's (Phi-4-multimodal)
+            value = getattr(value, part, None)
         if value is None and getattr(config, "text_config", None) is not None:
             value = getattr(config.text_config, name, None)
+        if index and isinstance(value, (list, tuple)):
+            value = value[int(index[:-1])] if int(index[:-1]) < len(value) else None
         if isinstance(value, int):
             return value
     return None
@@ -92,6 +98,18 @@ class Family:
     default_size: Callable[[Any], int] = lambda config: int(getattr(_vision(config), "image_size", 224))
     extra_tokens: Callable[[], list[str]] = list
     known_pixels: bool = False  # the model asks the pixels a question (Idefics3: which images are padding)
+    # transformers class names where the auto mappings name none for the model type ("processor",
+    # "image_processor", "video_processor": e.g. GLM-OCR's Glm46VProcessor)
+    classes: dict[str, str] = field(default_factory=dict)
+    # what the processor's call takes besides text and images, for prompts of n images (GOT-OCR2: pages, tokens)
+    call_kwargs: Callable[[Any, int], dict[str, Any]] = lambda config, n: {}
+    flat_single: bool = False  # one image per prompt is passed as a flat list (GOT-OCR2 nests only pages)
+    one_placeholder: bool = False  # one placeholder stands for all of a prompt's images (GOT-OCR2's pages)
+    pil: bool = False  # the processor takes PIL images only (Idefics2 loads them)
+    # the processor run by the family itself (proc, config, images per prompt, text tokens) -> its output, where the
+    # prompt is not ``placeholder`` * images + text (Idefics' interleaved lists, captioners' decoder text)
+    call: Callable[[Any, Any, list[Any], int], Any] | None = None
+    decoder_text: bool = False  # the text is the decoder's (captioners): the call's ``labels`` are kept
 
 
 def _square(config: Any) -> dict[str, Any]:
@@ -185,11 +203,18 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-def lookup(model_type: str) -> Family | None:
-    """The processor family of ``model_type``: this module's table, then :mod:`estimator.peak.more_families`."""
+@functools.cache
+def _other_families() -> dict[str, Family]:
+    from estimator.peak.image_families import image_families
     from estimator.peak.more_families import more_families
 
-    return FAMILIES.get(model_type) or more_families().get(model_type)
+    return {**image_families(), **more_families()}
+
+
+def lookup(model_type: str) -> Family | None:
+    """The processor family of ``model_type``: this module's table, then :mod:`estimator.peak.image_families`
+    and :mod:`estimator.peak.more_families`."""
+    return FAMILIES.get(model_type) or _other_families().get(model_type)
 
 
 def family_of(config: Any) -> Family | None:
@@ -203,9 +228,7 @@ def images_simulated(model_type: str) -> bool:
 
 def simulated_image_types() -> list[str]:
     """The model types whose prompts get images, for messages."""
-    from estimator.peak.more_families import more_families
-
-    return sorted({*FAMILIES, *more_families()})
+    return sorted({*FAMILIES, *_other_families()})
 
 
 def _tokenizer(config: Any, family: Family) -> Any:
@@ -232,14 +255,16 @@ def _tokenizer(config: Any, family: Family) -> Any:
     for name, token in family.attributes.items():
         if name == "bos_token":
             tokenizer.bos_token = token
+    if tokenizer.pad_token is None:  # the prompts of a batch are alike: padding (Aya Vision asks for it) adds nothing
+        tokenizer.pad_token = "[UNK]"
     return tokenizer
 
 
 def _image_processor(model_type: str, family: Family, config: Any, settings: dict[str, Any] | None) -> Any:
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES, get_image_processor_class_from_name
 
-    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
-    name = names.get("torchvision") or names.get("pil")
+    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or IMAGE_PROCESSOR_MAPPING_NAMES.get(_sibling(model_type)) or {}
+    name = family.classes.get("image_processor") or names.get("torchvision") or names.get("pil")
     if name is None:
         raise ValueError(f"transformers has no image processor for {model_type}")
     cls = get_image_processor_class_from_name(name)
@@ -249,11 +274,21 @@ def _image_processor(model_type: str, family: Family, config: Any, settings: dic
     return cls(**family.image_processor(config))
 
 
+def _sibling(model_type: str) -> str:
+    """A model type sharing ``model_type``'s processor class that has its own image and video processors
+    (Qwen3-VL-MoE's are Qwen3-VL's): transformers maps only the base type to them."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    return next((t for t, n in PROCESSOR_MAPPING_NAMES.items() if n == name and t in IMAGE_PROCESSOR_MAPPING_NAMES), model_type)
+
+
 def _processor(model_type: str, family: Family, config: Any, image_processor: Any, settings: dict[str, Any] | None) -> Any:
     import transformers
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
-    cls = getattr(transformers, PROCESSOR_MAPPING_NAMES[model_type])
+    cls = getattr(transformers, family.classes.get("processor") or PROCESSOR_MAPPING_NAMES[model_type])
     kwargs = dict(family.processor(config))
     if settings:
         kwargs.update({k: v for k, v in settings.items() if k not in ("processor_class", "auto_map", "chat_template")})
@@ -266,8 +301,8 @@ def _video_processor(model_type: str, family: Family, config: Any) -> Any:
     import transformers
     from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
 
-    names = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
-    cls = getattr(transformers, next(iter(names.values())))
+    names = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type) or VIDEO_PROCESSOR_MAPPING_NAMES.get(_sibling(model_type)) or {}
+    cls = getattr(transformers, family.classes.get("video_processor") or next(iter(names.values())))
     return cls(**{k: v for k, v in family.image_processor(config).items() if k in ("patch_size", "merge_size", "temporal_patch_size")})
 
 
@@ -290,19 +325,37 @@ def media_inputs(
     proc = _processor(model_type, family, config, image_processor, processor)
     size = media.image_size or _processor_size(image_processor) or family.default_size(config)
     rng = np.random.default_rng(seed)
-    images = [[rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(media.images)] for _ in range(batch_size)]
-    prompt = family.placeholder * media.images + " a" * text_len
-    out = proc(text=[prompt] * batch_size, images=images if media.images else None, return_tensors="pt")
+    images: list[Any] = [[_image(rng, size, family.pil) for _ in range(media.images)] for _ in range(batch_size)]
+    if family.flat_single and media.images == 1:
+        images = [sample[0] for sample in images]
+    if family.call is not None:
+        out = family.call(proc, config, images if media.images else [[] for _ in range(batch_size)], text_len)
+    else:
+        prompt = family.placeholder * (min(media.images, 1) if family.one_placeholder else media.images) + " a" * text_len
+        out = proc(text=[prompt] * batch_size, images=images if media.images else None, return_tensors="pt",
+                   **family.call_kwargs(config, media.images))
     tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
-    tensors.pop("labels", None)  # PaliGemma's processor makes them for a suffix; training passes its own
+    if not family.decoder_text:
+        tensors.pop("labels", None)  # PaliGemma's processor makes them for a suffix; training passes its own
     tensors.pop("attention_mask", None)  # no padding: generate's own all-ones mask (inputs.generate_kwargs)
-    ids = tensors["input_ids"]
-    image_token = family.attributes.get("image_token", family.placeholder)
-    per_sample = int((ids[0] == proc.tokenizer.convert_tokens_to_ids(image_token)).sum()) if media.images else 0
+    ids = tensors.get("input_ids")
+    image_token = family.attributes.get("image_token", family.placeholder) or next(iter(family.tokens), "")
+    image_id = proc.tokenizer.convert_tokens_to_ids(image_token) if image_token else None
+    per_sample = int((ids[0] == image_id).sum()) if media.images and ids is not None and image_id is not None else 0
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
     words = (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt, {per_sample} image tokens "
              f"+ {text_len} text tokens ({type(proc).__name__}; {shapes})")
     return MediaInputs(tensors, words, per_sample, size, family.known_pixels)
+
+
+def _image(rng: np.random.Generator, size: int, pil: bool) -> Any:
+    """A random RGB image of ``size`` pixels square (a PIL image where the processor takes only those)."""
+    pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+    if pil:
+        from PIL import Image
+
+        return Image.fromarray(pixels)
+    return pixels
 
 
 def _processor_size(image_processor: Any) -> int | None:
