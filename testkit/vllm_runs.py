@@ -101,7 +101,7 @@ def replay(run: dict[str, Any]) -> Replay:
     row_dtype = DType.parse(dtype, option="dtypes")
     kv_bytes = 1 if serving.kv_cache_dtype is KVCacheDType.FP8 else (4 if row_dtype is DType.FLOAT32 else 2)
     stages = stage_plans(model, model.config, row_dtype, kv_bytes, serving, gpu.total_bytes, max_model_len=run["max_model_len"],
-                         max_num_seqs=seqs, max_num_batched_tokens=tokens)
+                         max_num_seqs=seqs, max_num_batched_tokens=tokens, gpu_name=gpu.name)
     theirs = _theirs(run)
     ranks = []
     for (name, vllm), (plan, _) in zip(theirs, stages, strict=True):

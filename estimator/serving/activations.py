@@ -26,7 +26,8 @@ residuals; Falcon-H1, whose layers run attention and Mamba2 side by side, holds 
 **Sampler** (last stage): the model's output (tokens x hidden) and the gathered hidden states of the
 requests with the ``torch.rand_like`` copy ``_dummy_sampler_run`` feeds the sampler instead, the logits in the model's dtype (``compute_logits``: requests x the 64-padded vocab, all-gathered
 under TP), their float32 copy (``Sampler.forward``), and what the version's top-k/top-p sampler makes
-(:mod:`estimator.serving.versions`).
+(:mod:`estimator.serving.versions`, :func:`_sampler_extra`): in 0.19 the Triton top-k/top-p's per-SM
+float32 rows, then the probabilities and ``random_sample``'s exponential draws.
 
 **Kept for the run**: torch's cuBLAS workspace (the first matmul allocates it), and on a stage after
 the first, the intermediate tensors it receives (hidden states and residual, allocated by the first
@@ -111,6 +112,24 @@ def _compile_benchmark_bytes(shape: ModelShape, tokens: int, tp: int, act: int) 
     return table + (2 if tp == 1 else 1) * tokens * shape.hidden * act
 
 
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _sampler_extra(rules: VLLMRules, requests: int, vocab: int, sms: int) -> int:
+    """What vLLM's top-k/top-p sampling adds beside the float32 logits (:mod:`estimator.serving.versions`): with
+    ``apply_top_k_top_p_triton`` (in place) its cached rows, one float32 ``vocab`` row per program, then the float32
+    probabilities and exponential draws; with the PyTorch sort (few requests) the sorted values (4 bytes), their int64
+    indices (8), the top-k mask (1), the sorted probabilities (4) and the top-p mask (1) per logit, freed before the
+    probabilities and draws are made."""
+    fp32 = requests * vocab * 4
+    after = rules.sampler_fp32_copies * fp32
+    if requests >= rules.topk_topp_triton_min_requests:
+        rows = min(_next_power_of_2(min(sms, requests)), sms)
+        return after + rows * vocab * 4
+    return max(after, requests * vocab * (4 + 8 + 1 + 4 + 1))
+
+
 def _moe_workspace(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int) -> int:
     n = 2 * layer.moe_intermediate // tp
     return tokens * layer.topk * (max(n // 2, hidden) + max(n, hidden)) * act
@@ -135,9 +154,10 @@ def _layer_bytes(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int,
 
 def profile_peak(
     shape: ModelShape, *, rules: VLLMRules, act_bytes: int, tokens: int, requests: int, tp: int = 1,
-    layers: range | None = None, first: bool = True, last: bool = True, mxfp4_experts: bool = False,
+    layers: range | None = None, first: bool = True, last: bool = True, mxfp4_experts: bool = False, sms: int = 132,
 ) -> ProfileEstimate:
-    """The profile run's torch peak increase of one rank that holds ``layers`` (all by default)."""
+    """The profile run's torch peak increase of one rank that holds ``layers`` (all by default) on a GPU of ``sms``
+    multiprocessors (:mod:`estimator.serving.sms`; H100 SXM by default)."""
     own = [shape.layers[i] for i in (layers if layers is not None else range(len(shape.layers)))]
     hidden = shape.hidden
     kept = {"cublas_workspace": rules.cublas_workspace_bytes}
@@ -154,7 +174,7 @@ def profile_peak(
         fp32 = requests * vocab * 4
         rows = requests * hidden * act_bytes  # the sampled rows, and the torch.rand_like of them the sampler is fed
         sampler = (tokens * hidden * act_bytes + 2 * rows + logits + (fp32 if act_bytes != 4 else 0)
-                   + rules.sampler_fp32_copies * fp32 + rules.sampler_scratch_bytes)
+                   + _sampler_extra(rules, requests, vocab, sms))
     encoder = 0
     if shape.vision is not None and first:  # the encoder outputs stay in the encoder cache through the text run
         items = encoder_items(shape.vision, tokens)

@@ -19,12 +19,15 @@ __all__ = ["stage_plans"]
 
 
 def stage_plans(model: Any, config: Any, dtype: DType, kv_bytes: int, serving: ServingSpec, capacity: int, *,
-                 max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> list[tuple[ServingPlan, ProfileEstimate]]:
-    """One plan per pipeline stage (one tensor-parallel rank of it; the ranks of a stage are alike)."""
+                 max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int,
+                 gpu_name: str | None = None) -> list[tuple[ServingPlan, ProfileEstimate]]:
+    """One plan per pipeline stage (one tensor-parallel rank of it; the ranks of a stage are alike) on the GPU called
+    ``gpu_name`` (its multiprocessors size the sampler's Triton buffer: :mod:`estimator.serving.sms`)."""
     from estimator.serving.activations import profile_peak
     from estimator.serving.kv import kv_layout
     from estimator.serving.plan import plan
     from estimator.serving.shapes import model_shape
+    from estimator.serving.sms import sm_count
     from estimator.serving.versions import rules_for
     from estimator.serving.weights import pp_layers, quant_of, rank_weights
 
@@ -41,7 +44,8 @@ def stage_plans(model: Any, config: Any, dtype: DType, kv_bytes: int, serving: S
     out = []
     for stage, layers in enumerate(pp_layers(len(shape.layers), pp)):
         prof = profile_peak(shape, rules=rules, act_bytes=act, tokens=max_num_batched_tokens, requests=requests, tp=tp,
-                            layers=layers, first=stage == 0, last=stage == pp - 1, mxfp4_experts=quant.method == "mxfp4")
+                            layers=layers, first=stage == 0, last=stage == pp - 1, mxfp4_experts=quant.method == "mxfp4",
+                            sms=sm_count(gpu_name))
         layout = kv_layout(config, dtype_bytes=kv_bytes, layers=layers, tp=tp, model_bytes=act)
         result = plan(layout, capacity_bytes=capacity, weights_bytes=weights[stage], profile_peak_bytes=prof.peak_increase,
                       max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,

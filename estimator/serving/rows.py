@@ -85,7 +85,7 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
         kv_bytes = 1 if serving.kv_cache_dtype is KVCacheDType.FP8 else ROW_ITEMSIZE[dtype]
         try:
             stages = stage_plans(model, config, dtype, kv_bytes, serving, capacity, max_model_len=max_model_len,
-                                  max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+                                  max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, gpu_name=gpu_name)
         except UnsupportedError as exc:  # an architecture whose layers are not read: no plan, said why
             rows.append(replace(load_row, notes=(*load_row.notes, f"{dtype.value}: no serving plan ({exc}); peak_bytes is null")))
             continue

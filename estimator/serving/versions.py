@@ -6,11 +6,16 @@ torch's and cannot be derived (lazily loaded kernels, NCCL's connected buffers),
 on an H100 80GB, cited (it depends on the software stack and the interconnect, not on the model); none
 is taken from the runs the replay test checks:
 
-- **Sampler** (``vllm/v1/sample/ops/topk_topp_sampler.py``): on CUDA with FlashInfer installed (the
-  ``vllm/vllm-openai`` images), ``TopKTopPSampler.forward_cuda`` calls
-  ``flashinfer.sampling.top_k_top_p_sampling_from_logits``, which makes the top-k-masked logits and
-  their softmax: two float32 ``requests x vocab`` tensors, no sort (``apply_top_k_top_p``'s sort and
-  int64 indices are the PyTorch fallback only), and a 1 MiB ``row_states`` buffer.
+- **Sampler** (``vllm/v1/sample/sampler.py``, ``vllm/v1/sample/ops/topk_topp_sampler.py``): 0.19 uses
+  FlashInfer's top-k/top-p only when ``VLLM_USE_FLASHINFER_SAMPLER=1`` (``TopKTopPSampler.__init__``:
+  "disabled by default"); otherwise ``forward_native``: ``apply_top_k_top_p`` masks the float32 logits
+  in place with ``apply_top_k_top_p_triton`` when there are 8 requests or more (one float32 ``vocab`` row
+  per Triton program, ``min(next_power_of_2(min(SMs, requests)), SMs)`` rows, cached in
+  ``_TRITON_BUFFER_CACHE``: :mod:`estimator.serving.sms`), else with the PyTorch sort
+  (``apply_top_k_top_p_pytorch``: sorted values, int64 indices, the top-k mask, the sorted
+  probabilities, the top-p mask); then ``probs = logits.softmax(dtype=float32)`` and
+  ``random_sample``'s ``q = torch.empty_like(probs)``: two float32 ``requests x vocab`` tensors beside
+  ``Sampler.forward``'s float32 copy of the logits (``_dummy_sampler_run`` sets top-k and top-p).
 - **CUDA graphs** (``Worker.determine_available_memory``): captured after the KV cache is allocated, so
   not subtracted from it, unless ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``.
 - **The cold compile's benchmark harnesses** (``combo_kernel_benchmark``): 0.19 pins torch 2.10 and sets
@@ -68,8 +73,8 @@ class VLLMRules:
     """The accounting of one vLLM version."""
 
     version: str
-    sampler_fp32_copies: int  # float32 requests x vocab tensors the sampler makes beyond the float32 logits
-    sampler_scratch_bytes: int  # FlashInfer's row_states buffer
+    sampler_fp32_copies: int  # float32 requests x vocab tensors the sampler makes beyond the float32 logits (probs, q)
+    topk_topp_triton_min_requests: int  # from this many requests the Triton top-k/top-p (per-SM rows), below it the sort
     cuda_graphs_subtracted: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default
     cublas_workspace_bytes: int  # torch's cuBLAS workspace on sm90 (":4096:8" = 32 MiB), allocated at the first matmul
     combo_kernel_benchmark: bool  # the cold compile benchmarks each kernel on random copies of its arguments
@@ -93,7 +98,7 @@ class VLLMRules:
 _V0_19 = VLLMRules(
     version="0.19",
     sampler_fp32_copies=2,
-    sampler_scratch_bytes=1 * MiB,
+    topk_topp_triton_min_requests=8,
     cuda_graphs_subtracted=False,
     cublas_workspace_bytes=32 * MiB,
     combo_kernel_benchmark=True,
