@@ -1,11 +1,25 @@
 """More vision-language processor families (see :class:`estimator.peak.processors.Family`): the model types
-whose prompts are built by their processor with a recipe of their own (encoder-decoder captioners, Q-Former
-models, GLM-V, and others), kept apart from the LLaVA/Qwen/Idefics families of :mod:`estimator.peak.processors`.
+whose prompts are built by their processor with a recipe of their own, kept apart from the LLaVA/Qwen/Idefics
+families of :mod:`estimator.peak.processors`.
+
+- **Grid models** (GLM-4V/4.6V/OCR, PaddleOCR-VL, VideoLLaMA3, Qwen2.5-Omni's thinker, Cosmos3-Omni,
+  EXAONE 4.5, Muse-Glimmer, Kimi-K2.5, Qwen4-Exp): the image processor cuts the image into patches
+  (``patch_size``), groups them ``merge_size`` by ``merge_size`` (and ``temporal_patch_size`` frames), and
+  the processor writes one image token per merged patch between the family's start and end tokens.
+- **Fixed-count models** (BLIP-2, InstructBLIP: the Q-Former's ``num_query_tokens``; Kosmos-2's 64 latents;
+  Idefics' perceiver; Florence-2, GIT, PaliGemma-like prompts): the processor writes as many image tokens as
+  the config says each image becomes.
+- **Encoder-decoder captioners** (Pix2Struct, PP-FormulaNet, vision-encoder-decoder): the image goes to the
+  encoder and the text to the decoder (:mod:`estimator.peak.captioners`).
+
+Each family is built from the model config alone (the repo's ``preprocessor_config.json`` replaces the image
+processor settings where it exists); the token ids are the config's own.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from estimator.peak.processors import Family
@@ -13,6 +27,106 @@ if TYPE_CHECKING:
 __all__ = ["more_families"]
 
 
+def _vision(config: Any) -> Any:
+    return getattr(config, "vision_config", None)
+
+
+def _merge(vision: Any) -> int:
+    """The side of the square of patches merged into one image token."""
+    kernel = getattr(vision, "merge_kernel_size", None)
+    if kernel:
+        return int(kernel[0])
+    return int(getattr(vision, "spatial_merge_size", None) or getattr(vision, "merge_size", None) or 2)
+
+
+def _grid_image(config: Any) -> dict[str, Any]:
+    """A grid image processor's patching from the vision config."""
+    vision = _vision(config)
+    settings: dict[str, Any] = {"patch_size": int(vision.patch_size), "merge_size": _merge(vision)}
+    temporal = getattr(vision, "temporal_patch_size", None)
+    if temporal:
+        settings["temporal_patch_size"] = int(temporal)
+    return settings
+
+
+def _grid(image: str, start: str = "", end: str = "", *, image_ids: tuple[str, ...] = ("image_token_id", "image_token_index"),
+          start_ids: tuple[str, ...] = (), end_ids: tuple[str, ...] = (), video: str = "", video_ids: tuple[str, ...] = (),
+          extra: tuple[str, ...] = (), classes: dict[str, str] | None = None, size: int = 448) -> Family:
+    """A grid family: ``start`` + ``image`` + ``end`` in the prompt for one image, the processor expanding ``image``."""
+    from estimator.peak.processors import Family
+
+    tokens: dict[str, tuple[str, ...]] = {image: image_ids}
+    if start:
+        tokens[start] = start_ids
+    if end:
+        tokens[end] = end_ids
+    attributes = {"image_token": image}
+    if video:
+        tokens[video] = video_ids or ("video_token_id", "video_token_index")
+        attributes["video_token"] = video
+    for token in extra:
+        tokens.setdefault(token, ())
+    return Family(tokens=tokens, placeholder=f"{start}{image}{end}", attributes=attributes, image_processor=_grid_image,
+                  default_size=lambda config: size, classes=dict(classes or {}))
+
+
+def _glm(**classes: str) -> Family:
+    return _grid("<|image|>", "<|begin_of_image|>", "<|end_of_image|>", start_ids=("image_start_token_id",),
+                 end_ids=("image_end_token_id",), video="<|video|>",
+                 extra=("<|begin_of_video|>", "<|end_of_video|>"), classes=classes)
+
+
+_QWEN_VL = {"<|vision_start|>": ("vision_start_token_id",), "<|vision_end|>": ("vision_end_token_id",)}
+
+
+def _qwen(**classes: str) -> Family:
+    return _grid("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", start_ids=_QWEN_VL["<|vision_start|>"],
+                 end_ids=_QWEN_VL["<|vision_end|>"], video="<|video_pad|>", classes=classes)
+
+
+def _omni() -> Family:
+    from dataclasses import replace
+
+    family = _grid("<|IMAGE|>", "<|vision_bos|>", "<|vision_eos|>", video="<|VIDEO|>",
+                   extra=("<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"), classes={"processor": "Qwen2_5OmniProcessor", "image_processor": "Qwen2VLImageProcessor"})
+    attributes = {**family.attributes, "audio_token": "<|AUDIO|>", "vision_bos_token": "<|vision_bos|>",
+                  "vision_eos_token": "<|vision_eos|>", "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>"}
+    tokens = {**family.tokens, "<|AUDIO|>": ("audio_token_index", "audio_token_id"),
+              "<|audio_bos|>": ("audio_start_token_id",), "<|audio_eos|>": ("audio_end_token_id",)}
+    return replace(family, tokens=tokens, attributes=attributes, processor=_omni_parts,
+                   classes={**family.classes, "video_processor": "Qwen2VLVideoProcessor"})
+
+
+def _omni_parts(config: Any) -> dict[str, Any]:
+    """Qwen2.5-Omni's processor also holds the audio encoder's feature extractor (Whisper's, mel bins from the config)."""
+    from transformers import WhisperFeatureExtractor
+
+    audio = getattr(config, "audio_config", None)
+    return {"feature_extractor": WhisperFeatureExtractor(feature_size=int(getattr(audio, "num_mel_bins", 128)))}
+
+
+@cache
+def _table() -> dict[str, Family]:
+    return {
+        "glm4v": _glm(),
+        "glm46v": _glm(),
+        "glm_ocr": _glm(processor="Glm46VProcessor", image_processor="Glm46VImageProcessor", video_processor="Glm46VVideoProcessor"),
+        "glmga": _glm(processor="Glm46VProcessor", video_processor="Glm46VVideoProcessor"),
+        "paddleocr_vl": _grid("<|IMAGE_PLACEHOLDER|>", "<|IMAGE_START|>", "<|IMAGE_END|>"),
+        "video_llama_3": _grid("<|image_pad|>", video="<|video_pad|>"),
+        "qwen2_5_omni_thinker": _omni(),
+        "cosmos3_omni": _qwen(processor="Qwen3VLProcessor", video_processor="Qwen3VLVideoProcessor"),
+        "qwen4_exp": _qwen(),
+        "exaone4_5": _grid("<|image_pad|>", video="<|video_pad|>"),
+        "muse_glimmer": _grid("<|patch|>", video="<|video|>",
+                              extra=("<|image_start|>", "<|image_end|>", "<|vid_frame_separator|>", "<|vid_start|>", "<|vid_end|>")),
+        "kimi_k25": _grid("<|media_pad|>", "<|media_begin|>", "<|media_end|>", start_ids=("vision_start_token_id",),
+                          end_ids=("vision_end_token_id",), video="<|kimi_k25_video_placeholder|>", extra=("<|media_content|>",)),
+    }
+
+
 def more_families() -> dict[str, Family]:
-    """model_type -> its processor family (filled as each is simulated and checked)."""
-    return {}
+    """model_type -> its processor family (the grid models here, the others in :mod:`estimator.peak.captioners`)."""
+    from estimator.peak.captioners import captioner_families
+
+    return {**captioner_families(), **_table()}

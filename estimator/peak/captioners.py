@@ -1,0 +1,190 @@
+"""Processor families whose images are not a grid of tokens in the prompt (see :mod:`estimator.peak.more_families`).
+
+- **Fixed-count prompts**: BLIP-2 and InstructBLIP (the Q-Former's ``num_query_tokens`` image tokens written by
+  the processor; InstructBLIP's Q-Former also reads the prompt, through its own tokenizer), Kosmos-2 (64 image
+  positions), Kosmos-2.5 (``latent_query_num``), Florence-2 (one token per cell of DaViT's last stage plus one),
+  Idefics (one ``<image>`` per image between ``<fake_token_around_image>``, its perceiver's latents read by
+  cross-attention), Step3p7 (a global view and local crops), Phi-4-multimodal (crops of the dynamic HD
+  transform).
+- **Images beside the text**: BLIP and GIT (the text decoder reads the image features; no image token), the
+  TIPS v2 and ModernVBERT/UltraVBERT encoders.
+- **Captioners** (``decoder_text``): the image goes to the encoder (Pix2Struct's flattened patches,
+  PP-FormulaNet's and the vision-encoder-decoder's pixels) and the text to the decoder as ``labels``: training is
+  the caption's loss; inference the encoder and the decoder's first token, as ``generate`` starts.
+
+Each processor is transformers' own class (the auto mapping's, else the one the model's docs use: TrOCR's for a
+ViT vision-encoder-decoder), its image processor built from the model config; the tokenizer is the stand-in of
+:func:`estimator.peak.processors._tokenizer`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from estimator.peak.processors import Family
+
+__all__ = ["captioner_families"]
+
+_IMAGE_IDS = ("image_token_id", "image_token_index")
+
+
+def _vision(config: Any) -> Any:
+    return getattr(config, "vision_config", None) or getattr(config, "encoder", None)
+
+
+def _side(value: Any, default: int = 224) -> int:
+    if isinstance(value, (list, tuple)):
+        return int(value[0])
+    return int(value or default)
+
+
+def _square(config: Any) -> dict[str, Any]:
+    size = _side(getattr(_vision(config), "image_size", None))
+    return {"size": {"height": size, "width": size}}
+
+
+def _clip(config: Any) -> dict[str, Any]:
+    size = _side(getattr(_vision(config), "image_size", None))
+    return {"size": {"shortest_edge": size}, "crop_size": {"height": size, "width": size}}
+
+
+def _one_image(name: str, images: list[Any]) -> None:
+    from estimator.errors import UnsupportedError
+
+    if any(len(sample) > 1 for sample in images):
+        raise UnsupportedError(f"{name} takes one image per prompt")
+
+
+def _stand_in(config: Any) -> Any:
+    """A second stand-in word-level tokenizer (InstructBLIP's Q-Former reads the prompt through its own)."""
+    from estimator.peak.processors import Family, _tokenizer
+
+    return _tokenizer(config, Family(tokens={}, placeholder=""))
+
+
+def _labels(proc: Any, batch: int, text_len: int) -> Any:
+    """The caption a captioner is trained on: ``text_len`` words, as its tokenizer makes them."""
+    return proc.tokenizer([" ".join(["a"] * text_len)] * batch, return_tensors="pt", add_special_tokens=False)["input_ids"]
+
+
+def _single(name: str) -> Any:
+    """A call for a processor that takes one image per prompt: ``images`` flat, the text as is."""
+
+    def call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+        _one_image(name, images)
+        flat = [sample[0] for sample in images if sample] or None
+        return proc(images=flat, text=[" a" * text_len] * len(images), return_tensors="pt")
+
+    return call
+
+
+def _captioner(name: str) -> Any:
+    """A call for an encoder-decoder captioner: the images through the processor, the text as the decoder's labels."""
+
+    def call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+        _one_image(name, images)
+        flat = [sample[0] for sample in images if sample]
+        if not flat:
+            from estimator.errors import UnsupportedError
+
+            raise UnsupportedError(f"{name} captions an image: a prompt without one is not simulated")
+        out = dict(proc(images=flat, return_tensors="pt"))
+        out.pop("input_ids", None)
+        out.pop("decoder_input_ids", None)
+        out.pop("decoder_attention_mask", None)
+        out["labels"] = _labels(proc, len(flat), text_len)
+        return out
+
+    return call
+
+
+def _florence_image(config: Any) -> dict[str, Any]:
+    """CLIP's image processor at Florence-2's 768 px, with the tokens one image becomes: DaViT's last stage
+    (``image_size`` / the product of the patch strides, squared) plus the projector's temporal token."""
+    size = 768
+    stride = 1
+    for s in getattr(config.vision_config, "patch_stride", [4, 2, 2, 2]):
+        stride *= int(s)
+    return {"size": {"height": size, "width": size}, "do_center_crop": False, "image_seq_length": (size // stride) ** 2 + 1}
+
+
+def _florence_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+    _one_image("Florence-2", images)
+    flat = [sample[0] for sample in images if sample] or None
+    out = dict(proc(images=flat, text=[" a" * text_len] * len(images), return_tensors="pt"))
+    out["labels"] = _labels(proc, len(images), text_len)
+    return out
+
+
+def _idefics_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+    """Idefics' prompts are lists: the images in order, then the text."""
+    from PIL import Image
+
+    prompts = [[*(Image.fromarray(image) for image in sample), " a" * text_len] for sample in images]
+    if proc.tokenizer.pad_token is None:  # the processor pads the batch; the prompts are alike: nothing is added
+        proc.tokenizer.pad_token = "[UNK]"
+    return proc(text=prompts, return_tensors="pt")
+
+
+def _kosmos2_5_image(config: Any) -> dict[str, Any]:
+    return {"patch_size": {"height": 16, "width": 16}, "max_patches": 4096}
+
+
+def _step_image(config: Any) -> dict[str, Any]:
+    vision = config.vision_config
+    size = _side(getattr(vision, "image_size", None), 728)
+    return {"size": {"height": size, "width": size}, "patch_size": size * 504 // 728 // 14 * 14 or size,
+            "vision_patch_size": int(vision.patch_size)}
+
+
+def _pix2struct_image(config: Any) -> dict[str, Any]:
+    vision = config.vision_config
+    side = int(round((int(vision.patch_embed_hidden_size) // 3) ** 0.5))
+    return {"patch_size": {"height": side, "width": side}, "max_patches": int(vision.seq_len), "is_vqa": False}
+
+
+def captioner_families() -> dict[str, Family]:
+    """model_type -> its processor family."""
+    from estimator.peak.processors import Family
+
+    # the processor adds "<image>" as its own AddedToken (a tokenizer attribute would be a plain string)
+    blip2 = Family(tokens={"<image>": _IMAGE_IDS}, placeholder="",
+                   image_processor=_square, processor=lambda config: {"num_query_tokens": config.num_query_tokens},
+                   call=_single("BLIP-2"))
+    instructblip = Family(tokens={"<image>": _IMAGE_IDS}, placeholder="",
+                          image_processor=_square, call=_single("InstructBLIP"),
+                          processor=lambda config: {"num_query_tokens": config.num_query_tokens,
+                                                    "qformer_tokenizer": _stand_in(config.qformer_config)})
+    return {
+        "blip-2": blip2,
+        "instructblip": instructblip,
+        "blip": Family(tokens={}, placeholder="", image_processor=_square, call=_single("BLIP")),
+        "git": Family(tokens={}, placeholder="", image_processor=_clip, call=_single("GIT")),
+        "tipsv2": Family(tokens={}, placeholder="", image_processor=_square, call=_single("TIPS v2")),
+        "florence2": Family(tokens={"<image>": _IMAGE_IDS, "<s>": ("text_config.bos_token_id",), "</s>": ("text_config.eos_token_id",)},
+                            placeholder="", attributes={"image_token": "<image>", "bos_token": "<s>", "eos_token": "</s>"},
+                            image_processor=_florence_image, call=_florence_call, decoder_text=True),
+        "kosmos-2": Family(classes={"processor": "Kosmos2Processor"}, tokens={"<s>": ("text_config.bos_token_id",), "</s>": ("text_config.eos_token_id",)}, placeholder="",
+                           attributes={"bos_token": "<s>"}, image_processor=_clip, call=_single("Kosmos-2"),
+                           processor=lambda config: {"num_patch_index_tokens": 1024}),
+        "kosmos-2.5": Family(classes={"processor": "Kosmos2_5Processor"}, tokens={"<s>": ("text_config.bos_token_id",), "<image>": (), "</image>": ()}, placeholder="",
+                             attributes={"bos_token": "<s>", "boi_token": "<image>", "eoi_token": "</image>", "image_token": "<s>"},
+                             image_processor=_kosmos2_5_image, call=_single("Kosmos-2.5"),
+                             processor=lambda config: {"num_image_tokens": int(config.latent_query_num)}),
+        "idefics": Family(tokens={"<image>": _IMAGE_IDS, "<fake_token_around_image>": (), "<end_of_utterance>": (),
+                                  "<s>": ("bos_token_id",)},
+                          placeholder="<image>", attributes={"image_token": "<image>", "bos_token": "<s>"},
+                          image_processor=lambda config: {"image_size": _side(config.vision_config.image_size)},
+                          processor=lambda config: {"image_size": _side(config.vision_config.image_size)}, call=_idefics_call),
+        "step3p7": Family(tokens={"<im_patch>": _IMAGE_IDS, "<patch_start>": (), "<patch_end>": (), "<patch_newline>": (),
+                                  "<im_start>": (), "<im_end>": ()},
+                          placeholder="<im_patch>", attributes={"image_token": "<im_patch>"}, image_processor=_step_image),
+        "pix2struct": Family(tokens={}, placeholder="", image_processor=_pix2struct_image, call=_captioner("Pix2Struct"),
+                             decoder_text=True),
+        "pp_formulanet": Family(tokens={}, placeholder="", image_processor=_square, call=_captioner("PP-FormulaNet"),
+                                decoder_text=True),
+        "vision-encoder-decoder": Family(tokens={}, placeholder="", image_processor=_square, decoder_text=True,
+                                         call=_captioner("the vision-encoder-decoder model"),
+                                         classes={"processor": "TrOCRProcessor", "image_processor": "ViTImageProcessor"}),
+    }

@@ -1,0 +1,59 @@
+"""The processor families of estimator/peak/more_families.py: GLM-4V's simulated peak against the CPU allocator.
+
+A tiny GLM-4V (``testkit/multimodal_cases.py``) fed what ``Glm4vProcessor`` makes of two random images: two
+AdamW training steps, simulated and measured each in a fresh process
+(``testkit.multimodal_truth``); the full grid (1 and 2 images, both modes) is ``bench/multimodal_accuracy.py glm4v``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from testkit.multimodal_truth import Job, run_jobs
+
+TOLERANCE = 0.02
+SAMPLE = [("glm4v", "training", 2, 0.0)]
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict[Job, Any]:
+    return run_jobs([(kind, *case) for case in SAMPLE for kind in ("truth", "sim")])
+
+
+@pytest.mark.parametrize(("case", "mode", "images", "seconds"), SAMPLE)
+def test_glm4v_peak_matches_allocator(measured: dict[Job, Any], case: str, mode: str, images: int, seconds: float) -> None:
+    truth, sim = measured[("truth", case, mode, images, seconds)], measured[("sim", case, mode, images, seconds)]
+    assert isinstance(truth, dict), truth
+    assert isinstance(sim, dict), sim
+    assert sim["method"] == "simulated", sim["notes"]
+    assert "pixel_values" in sim["notes"][0], sim["notes"][0]  # the step was fed the processor's images
+    assert sim["components"].get("encoder_activations", 0) > 0  # the vision tower ran
+    error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
+    assert abs(error) <= TOLERANCE, f"{case} {mode}: simulated {sim['peak_bytes']:,} vs measured {truth['peak_bytes']:,} ({error:+.2%})"
+
+
+def test_more_families_are_looked_up() -> None:
+    """Every model type of the table is found by the processor lookup, so ``--images`` is accepted for it."""
+    from estimator.peak.more_families import more_families
+    from estimator.peak.processors import images_simulated
+
+    types = more_families()
+    assert {"glm4v", "blip-2", "florence2", "pix2struct", "vision-encoder-decoder"} <= set(types)
+    assert all(images_simulated(t) for t in types)
+
+
+def test_one_image_models_refuse_two() -> None:
+    """A captioner that takes one image per prompt says so in one line (the step then runs on text, with a note)."""
+    from transformers import AutoConfig
+
+    from estimator.errors import EstimatorError
+    from estimator.peak.processors import Media, media_inputs
+
+    config = AutoConfig.for_model("blip-2", num_query_tokens=4)
+    with pytest.raises(EstimatorError, match="one image per prompt"):
+        media_inputs(config, Media(images=2, image_size=32), batch_size=1, text_len=4)
+    made = media_inputs(config, Media(images=1, image_size=32), batch_size=1, text_len=4)
+    assert made.image_tokens == 4 and made.tensors["input_ids"].shape[1] == 8
+    assert "pixel_values 1x3x" in made.description
