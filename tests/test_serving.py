@@ -158,6 +158,19 @@ def test_tensor_and_pipeline_parallel_plans_are_per_rank() -> None:
     assert stages[1]["kept_bytes"]["intermediate_tensors"] == 2 * 8192 * 4096 * 2  # hidden states and residual received
     assert pp2["kv_bytes_per_token"] == PER_TOKEN // 2  # 16 of 32 layers per stage
     assert pp2["kv_cache_tokens"] == pp2["num_blocks"] * 16
+    # the cold compile benchmarks the first stage's embedding gather + input norm on random copies of its arguments:
+    # the 128,256 x 4,096 table and two 8,192 x 4,096 outputs; later stages have no gather
+    assert stages[0]["compile_bytes"] == (128256 * 4096 + 2 * 8192 * 4096) * 2 == stages[0]["profile_peak_bytes"]
+    assert stages[1]["compile_bytes"] == 0 and pp2["profile_phase"] == "sampler"
+    assert tp2["ranks"][0]["compile_bytes"] == (128256 // 2 * 4096 + 8192 * 4096) * 2  # vocab split, all-reduce before the norm
+
+
+def test_the_sampler_buffer_follows_the_gpus_multiprocessors() -> None:
+    """vLLM 0.19's Triton top-k/top-p caches one float32 vocabulary row per program, min(next_pow2(min(SMs, requests)),
+    SMs) rows: 132 on an H100 SXM, 108 on an A100 (1,024 and 256 requests by default on those GPUs)."""
+    h100, a100 = (estimate(LLAMA, mode="serving", gpu=g, dtypes="bfloat16", max_model_len=8192, max_num_seqs=256,
+                           max_num_batched_tokens=8192).row("bfloat16").serving["ranks"][0] for g in ("H100-80GB", "A100-80GB"))
+    assert h100["sampler_bytes"] - a100["sampler_bytes"] == (132 - 108) * 128256 * 4
 
 
 def test_a_bad_vllm_version_exits_2() -> None:
@@ -192,6 +205,7 @@ def test_an_image_text_to_text_model_is_served_with_its_encoder_profiled() -> No
     assert rank["encoder_bytes"] == pixels + rows * (2 * 1152 + 2 * 4304) * 2  # the ViT's busiest layer: its MLP
     kept = rank["kept_bytes"]
     encoder_run = kept["cublas_workspace"] + kept["encoder_cache"] + kept["mm_dummy_inputs"] + rank["encoder_bytes"]
+    assert rank["compile_bytes"] == 0  # the runner embeds the tokens (inputs_embeds): no gather in the compiled graph
     assert s["profile_peak_bytes"] == max(sum(kept.values()) + max(rank["forward_bytes"], rank["sampler_bytes"]), encoder_run)
     assert s["kv_cache_groups"] == 7  # 5 full and 29 sliding layers in groups of 5: 1 full group, 6 sliding ones
     assert s["fits"] is True
