@@ -61,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     def stats(key: str, absolute: bool) -> str:
-        errs = [_err(*r[key]) for r in records if r[key] is not None and r[key][1] is not None]
-        errs = [e for e in errs if e is not None]
+        errs = [e for e in (_err(*r[key]) for r in records if r[key] is not None and r[key][1] is not None) if e is not None]
         if not errs:
             return "-"
         value = statistics.fmean(abs(e) for e in errs) if absolute else statistics.fmean(errs)
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in records:
         settings = (f"{r['dtype']}, kv {r['kv_cache_dtype']}, q {r['quantization'] or '-'}, tp{r['tp']} pp{r['pp']}, "
                     f"len {r['max_model_len']}, util {r['gpu_memory_utilization']}")
-        tokens = _cell(*r["kv_tokens"], digits=0) if r["kv_tokens"] else ""
+        tokens = _cell(r["kv_tokens"][0], r["kv_tokens"][1], digits=0) if r["kv_tokens"] else ""
         lines.append(f"| {r['run_id']} | {r['rank']} | {settings} | {_cell(*r['weights'])} | {_cell(*r['peak'])} ({r['phase']}) | "
                      f"{_cell(*r['non_torch'])} | {_cell(*r['available_kv'])} | {tokens} |")
     if args.smoke:
