@@ -6,7 +6,7 @@ for the models this module knows, else None (the generic paths of :mod:`estimato
 What a real user sends each (``B`` = batch size, ``L`` = tokens, ``S`` = image size, the vision
 config's unless given):
 
-- dual encoders (CLIP-like: AIMv2, AltCLIP, ALIGN, Chinese-CLIP, CLIPSeg, GroupViT, OWL-ViT, OWLv2,
+- dual encoders (CLIP, MetaCLIP 2, SigLIP, AIMv2, AltCLIP, ALIGN, Chinese-CLIP, CLIPSeg, GroupViT, OWL-ViT, OWLv2,
   VisionTextDualEncoder, SAM 3): ``input_ids`` (B, L) and ``attention_mask`` beside ``pixel_values``
   (B, C, S, S); X-CLIP and VideoPrism: the clip's frames (B, T, C, S, S); CLAP: ``input_features``
   of its feature extractor run on random audio; CLVP: its feature extractor's mel ``input_features``.
@@ -42,7 +42,7 @@ __all__ = ["Maker", "known", "pair_workload", "workload"]
 Maker = Callable[[], dict[str, torch.Tensor]]
 
 # model types whose forward wants a text and an image (or video, audio) at once
-_DUAL = frozenset({"aimv2", "altclip", "align", "bridgetower", "chinese_clip", "clipseg", "groupvit", "owlv2", "owlvit",
+_DUAL = frozenset({"clip", "metaclip_2", "siglip", "aimv2", "altclip", "align", "bridgetower", "chinese_clip", "clipseg", "groupvit", "owlv2", "owlvit",
                    "sam3", "sam3_lite_text", "vision-text-dual-encoder", "xclip", "videoprism", "clap", "clvp",
                    "vilt", "tvp", "layoutlmv3"})
 _BOXES = frozenset({"bros", "layoutlmv3", "lilt"})

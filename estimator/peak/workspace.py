@@ -86,6 +86,7 @@ from typing import Any
 
 import torch
 
+from estimator.peak.conv_gemm import wide_patch_weight_grad_scratch
 from estimator.peak.cpu_isa import block_size
 from estimator.peak.depthwise import depthwise_backward_scratch
 from estimator.peak.flash_cpu import FLASH_CPU, flash_attention_scratch
@@ -111,6 +112,7 @@ def cpu_workspace(func: Any, args: tuple[Any, ...], out: Any) -> KernelScratch |
     if func is _CONV_BACKWARD and _uses_onednn(args[1], args[7]):
         conv = _conv_backward(args[0], args[1], args[2], args[9], args[10], args[4], args[5], args[6])
         extra = depthwise_backward_scratch(args, out)  # channels-last depthwise weight gradients (depthwise.py)
+        extra += wide_patch_weight_grad_scratch(args)  # wide first-layer kernels' gemm scratchpad (conv_gemm.py)
         return dataclasses.replace(conv, with_outputs=conv.with_outputs + extra) if extra else conv
     if func in _MATMUL_OPERANDS:
         a, b = (args[i] for i in _MATMUL_OPERANDS[func])

@@ -1,0 +1,114 @@
+"""The real CPU peak of models fed two kinds of input at once (:mod:`estimator.peak.pair_inputs`).
+
+``python -m testkit.pair_truth CASE MODE`` prints one JSON line with ``peak_bytes``: measured as
+:mod:`testkit.peak_truth` measures (``torch.profiler`` with ``profile_memory``, the model built inside
+the profile, the peak of the allocator's "Total Allocated" inside the work's window; training = two
+steps of the workload's loss, backward, ``torch.optim.AdamW`` with its defaults, ``zero_grad(set_to_none=True)``;
+inference = one ``no_grad`` forward), on the inputs ``workload_for`` makes, real tensors here.
+Run it in a fresh process. :func:`simulate` is the estimator's answer for the same case.
+
+Cases (fp32, batch 2, 32 tokens):
+
+- ``clip``: a two-tower :class:`~transformers.CLIPModel` (96-pixel images, 16-pixel patches) with its
+  contrastive loss (``return_loss=True``);
+- ``layoutlmv3``: :class:`~transformers.LayoutLMv3Model` with ``bbox`` and the page's ``pixel_values``
+  (64 pixels, 16-pixel patches; coordinate and shape embedding sizes that add up to the hidden size);
+- ``bros``: :class:`~transformers.BrosModel` with normalised ``bbox``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["CASES", "PairCase", "measure", "simulate"]
+
+_WORK = "pair_work"
+_SMALL: dict[str, Any] = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
+
+
+@dataclass(frozen=True)
+class PairCase:
+    build: Callable[[], nn.Module]  # under the current default device, fp32
+    batch_size: int = 2
+    seq_len: int = 32
+
+
+def _clip() -> nn.Module:
+    from transformers import CLIPConfig, CLIPModel
+
+    config = CLIPConfig(text_config={**_SMALL, "vocab_size": 1000, "max_position_embeddings": 77},
+                        vision_config={**_SMALL, "image_size": 96, "patch_size": 16}, projection_dim=64)
+    return CLIPModel._from_config(config, dtype=torch.float32)
+
+
+def _layoutlmv3() -> nn.Module:
+    from transformers import LayoutLMv3Config, LayoutLMv3Model
+
+    config = LayoutLMv3Config(**_SMALL, vocab_size=1000, max_position_embeddings=130, coordinate_size=8,
+                              shape_size=16, input_size=64, patch_size=16)
+    return LayoutLMv3Model._from_config(config, dtype=torch.float32)
+
+
+def _bros() -> nn.Module:
+    from transformers import BrosConfig, BrosModel
+
+    config = BrosConfig(**_SMALL, vocab_size=1000, max_position_embeddings=128, dim_bbox_projection=16)
+    return BrosModel._from_config(config, dtype=torch.float32)
+
+
+CASES: dict[str, PairCase] = {"clip": PairCase(_clip), "layoutlmv3": PairCase(_layoutlmv3), "bros": PairCase(_bros)}
+
+
+def measure(case_name: str, mode: str) -> dict[str, Any]:
+    """The allocator's peak of the case's work, and the workload's description."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from estimator.peak.inputs import workload_for
+    from testkit.truth import trace_events, window_peak
+
+    case = CASES[case_name]
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = case.build()
+        wl = workload_for(model, batch_size=case.batch_size, seq_len=case.seq_len)
+        inputs = wl.make_inputs()
+        with record_function(_WORK):
+            if mode == "training":
+                model.train()
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                for _ in range(2):
+                    loss = wl.train_loss(model, inputs)
+                    loss.backward()
+                    del loss
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            else:
+                model.eval()
+                with torch.no_grad():
+                    out = wl.infer(model, inputs)
+                del out
+        del model, inputs
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK), "description": wl.description}
+
+
+def simulate(case_name: str, mode: str) -> dict[str, Any]:
+    """The estimator's CPU peak for the case (the model built on meta)."""
+    from estimator.peak import simulate_peak
+
+    case = CASES[case_name]
+    with torch.device("meta"):
+        model = case.build()
+    r = simulate_peak(model, mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
+                      seq_len=case.seq_len)
+    return {"peak_bytes": r.peak_bytes, "method": r.method, "notes": list(r.notes), "components": r.components}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(sys.argv[1], sys.argv[2])))
