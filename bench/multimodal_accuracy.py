@@ -6,7 +6,7 @@ images (vision-language) or two audio lengths (speech); each measurement and eac
 fresh process (``testkit.multimodal_truth``). Writes ``bench/results/multimodal_accuracy.md``.
 
     .venv/bin/python -m bench.multimodal_accuracy            # the full grid (about 10 minutes on 2 cores)
-    .venv/bin/python -m bench.multimodal_accuracy llava gemma3
+    .venv/bin/python -m bench.multimodal_accuracy llava gemma3   # these cases' rows replaced in the results file
     .venv/bin/python -m bench.multimodal_accuracy --smoke    # the first case, inference, 1 image; nothing written (CI)
 """
 
@@ -66,8 +66,26 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     if smoke:
         return 1 if any("| failed |" in line for line in lines) else 0
+    if argv:  # some cases: their rows replace theirs in the results file, the other cases' rows are kept
+        lines = _merged(lines, set(cases))
     OUT.write_text("\n".join(lines) + "\n")
     return 0
+
+
+def _merged(lines: list[str], cases: set[str]) -> list[str]:
+    """``lines`` (the report of a run of ``cases``) with the other cases' rows of the results file kept, and
+    the worst error and count over all rows."""
+    def is_row(line: str) -> bool:
+        return line.startswith("| ") and not line.startswith("| case ")
+
+    old = OUT.read_text().splitlines() if OUT.exists() else []
+    new = [line for line in lines if is_row(line)]
+    table = [line for line in old if is_row(line) and line.split(" | ")[0][2:] not in cases] + new
+    errors = [abs(float(line.rstrip(" |").rsplit("| ", 1)[-1].rstrip("%"))) for line in table if line.endswith("% |")]
+    head = [line for line in lines[:6] if not is_row(line)]
+    return [*head, *table, "", f"Worst absolute error: {max(errors, default=0.0):.2f}% over {len(table)} cases "
+            f"(this file merges runs; the last, of {', '.join(sorted(cases))}: {len(new)} cases, "
+            f"{lines[-1].rsplit('(', 1)[-1]}"]
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ TOLERANCE = 0.02
 SAMPLE: list[tuple[str, str, int, float]] = [
     *((case, "inference", 2, 0.0) for case in ("llava", "gemma3", "qwen2_5_vl", "idefics3", "paligemma", "mllama")),
     ("qwen2_5_vl", "training", 1, 0.0), ("whisper", "inference", 0, 30.0), ("speech_to_text", "training", 0, 12.0),
+    ("llava_next", "inference", 2, 0.0),  # anyres tiles (image_families.py); InternVL, Mistral3: the bench only
 ]
 
 

@@ -267,9 +267,10 @@ def image_families() -> dict[str, Family]:
         "granite_docling": Family(tokens={"<image>": _IMAGE_IDS, "<fake_token_around_image>": (), "<global-img>": ()},
                                   placeholder="<image>", attributes={"image_token": "<image>"},
                                   image_processor=square, processor=_docling_processor, default_size=image_side),
+        # one image per prompt (its processor pairs each prompt with one image); the prompt is "<image rows><s> text\x04"
         "fuyu": Family(tokens={"|SPEAKER|": _IMAGE_IDS, "|NEWLINE|": (), "<s>": ("bos_token_id",), "<0x04>": ()},
-                       placeholder="", attributes={"image_token": "|SPEAKER|", "bos_token": "<s>"},
-                       image_processor=_fuyu_image, default_size=image_side),
+                       placeholder="", attributes={"bos_token": "<s>"}, image_processor=_fuyu_image,
+                       default_size=image_side, pieces=("|SPEAKER|", "|NEWLINE|"), flat_single=True),
         "hyperclovax_vision_v2": Family(
             tokens={"<|image_pad|>": _IMAGE_IDS, "<|video_pad|>": _VIDEO_IDS, "<|vision_start|>": ("vision_start_token_id",),
                     "<|vision_end|>": ("vision_end_token_id",)},

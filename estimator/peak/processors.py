@@ -106,6 +106,9 @@ class Family:
     flat_single: bool = False  # one image per prompt is passed as a flat list (GOT-OCR2 nests only pages)
     one_placeholder: bool = False  # one placeholder stands for all of a prompt's images (GOT-OCR2's pages)
     pil: bool = False  # the processor takes PIL images only (Idefics2 loads them)
+    # tokens the repo's SentencePiece vocabulary holds as ordinary pieces (Fuyu's |SPEAKER| and |NEWLINE|): the
+    # stand-in reads them as SentencePiece does, after the "▁" it writes at the start of each piece of text
+    pieces: tuple[str, ...] = ()
     # the processor run by the family itself (proc, config, images per prompt, text tokens) -> its output, where the
     # prompt is not ``placeholder`` * images + text (Idefics' interleaved lists, captioners' decoder text)
     call: Callable[[Any, Any, list[Any], int], Any] | None = None
@@ -250,14 +253,30 @@ def _tokenizer(config: Any, family: Family) -> Any:
         logger.debug("special token ids beyond the text vocabulary: %s", vocab)
     model = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if family.pieces:
+        _sentencepiece_like(model, vocab, family.pieces, next(i for i in free if i not in taken))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="[UNK]", extra_special_tokens=dict(family.attributes))
-    tokenizer.add_tokens(specials, special_tokens=True)
+    tokenizer.add_tokens([s for s in specials if s not in family.pieces], special_tokens=True)
     for name, token in family.attributes.items():
         if name == "bos_token":
             tokenizer.bos_token = token
     if tokenizer.pad_token is None:  # the prompts of a batch are alike: padding (Aya Vision asks for it) adds nothing
         tokenizer.pad_token = "[UNK]"
     return tokenizer
+
+
+def _sentencepiece_like(model: Any, vocab: dict[str, int], pieces: tuple[str, ...], space_id: int) -> None:
+    """Make ``model`` read ``pieces`` inside text as SentencePiece does: each run of text gets a leading "▁"
+    (alone before a piece, "▁a" joined to a first word: one text token), the pieces split out as tokens."""
+    import re
+
+    from tokenizers import Regex, models, normalizers, pre_tokenizers
+
+    vocab.update({"▁": space_id, "▁a": _TEXT_ID})
+    model.model = models.WordLevel(vocab, unk_token="[UNK]")
+    model.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace("▁ ", "▁")])
+    split = pre_tokenizers.Split(Regex("|".join(map(re.escape, pieces))), behavior="isolated")
+    model.pre_tokenizer = pre_tokenizers.Sequence([split, pre_tokenizers.WhitespaceSplit()])
 
 
 def _image_processor(model_type: str, family: Family, config: Any, settings: dict[str, Any] | None) -> Any:
