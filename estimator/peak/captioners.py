@@ -99,6 +99,19 @@ def _captioner(name: str) -> Any:
     return call
 
 
+def _formula_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+    """PP-FormulaNet's decoder reads ``input_ids`` shifted right (its forward shifts ``input_ids``, not ``labels``):
+    a training batch gives the formula as ``decoder_input_ids`` (start token + the formula but its last token) and
+    ``labels``."""
+    import torch
+
+    out = _captioner("PP-FormulaNet")(proc, config, images, text_len)
+    labels = out["labels"]
+    start = getattr(config.text_config, "decoder_start_token_id", None) or 0
+    out["decoder_input_ids"] = torch.cat([torch.full_like(labels[:, :1], int(start)), labels[:, :-1]], dim=1)
+    return out
+
+
 def _florence_image(config: Any) -> dict[str, Any]:
     """CLIP's image processor at Florence-2's 768 px, with the tokens one image becomes: DaViT's last stage
     (``image_size`` / the product of the patch strides, squared) plus the projector's temporal token."""
@@ -144,6 +157,53 @@ def _pix2struct_image(config: Any) -> dict[str, Any]:
     return {"patch_size": {"height": side, "width": side}, "max_patches": int(vision.seq_len), "is_vqa": False}
 
 
+def _chart_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+    """PP-Chart2Table's processor expands nothing: the chat template writes ``<img>``, one ``<imgpad>`` per
+    token the tower makes (GOT-OCR2's: the patch grid after the projector's two stride-2 convolutions, 1024 px
+    of 16 px patches -> 256, the config's ``image_seq_length``) and ``</img>``, then the text."""
+    _one_image("PP-Chart2Table", images)
+    side = int(config.vision_config.image_size) // int(config.vision_config.patch_size)
+    for _ in range(2):
+        side = -(-side // 2)
+    page = "<img>" + "<imgpad>" * (side * side) + "</img>"
+    flat = [sample[0] for sample in images if sample] or None
+    prompts = [page * len(sample) + " a" * text_len for sample in images]
+    return proc(images=flat, text=prompts, return_tensors="pt")
+
+
+def _vbert_processor(config: Any) -> dict[str, Any]:
+    """ModernVBERT/UltraVBERT (Idefics3's processor): tokens per tile = patches / pixel_shuffle_factor²."""
+    vision = config.vision_config
+    return {"image_seq_len": int((vision.image_size // vision.patch_size) ** 2 // config.pixel_shuffle_factor**2)}
+
+
+def _vbert_image(config: Any) -> dict[str, Any]:
+    size = int(config.vision_config.image_size)
+    return {"size": {"longest_edge": 4 * size}, "max_image_size": {"longest_edge": size}}
+
+
+def _vbert(**classes: str) -> Family:
+    from estimator.peak.processors import Family
+
+    tags = ["<global-img>", *(f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6))]
+    return Family(tokens={"<image>": _IMAGE_IDS, "<fake_token_around_image>": (), "<end_of_utterance>": ()},
+                  placeholder="<image>", attributes={"image_token": "<image>"}, image_processor=_vbert_image,
+                  processor=_vbert_processor, extra_tokens=lambda: tags, known_pixels=True, classes=classes)
+
+
+def _phi4_image(config: Any) -> dict[str, Any]:
+    vision = config.vision_config
+    crop = int(getattr(vision, "crop_size", None) or vision.image_size)
+    return {"size": {"height": crop, "width": crop}, "patch_size": int(vision.patch_size)}
+
+
+def _phi4_processor(config: Any) -> dict[str, Any]:
+    """Phi-4-multimodal's processor also holds its audio feature extractor (transformers' defaults)."""
+    from transformers import Phi4MultimodalFeatureExtractor
+
+    return {"audio_processor": Phi4MultimodalFeatureExtractor()}
+
+
 def captioner_families() -> dict[str, Family]:
     """model_type -> its processor family."""
     from estimator.peak.processors import Family
@@ -180,9 +240,18 @@ def captioner_families() -> dict[str, Family]:
         "step3p7": Family(tokens={"<im_patch>": _IMAGE_IDS, "<patch_start>": (), "<patch_end>": (), "<patch_newline>": (),
                                   "<im_start>": (), "<im_end>": ()},
                           placeholder="<im_patch>", attributes={"image_token": "<im_patch>"}, image_processor=_step_image),
+        "pp_chart2table": Family(tokens={"<imgpad>": _IMAGE_IDS, "<img>": (), "</img>": ()}, placeholder="",
+                                 attributes={}, image_processor=_square, call=_chart_call),
+        "modernvbert": _vbert(image_processor="Idefics3ImageProcessor"),
+        "ultravbert": _vbert(),
+        "phi4_multimodal": Family(tokens={"<|image|>": ("vision_config.image_token_id",),
+                                          "<|audio|>": ("audio_config.audio_token_id",)},
+                                  placeholder="<|image|>", attributes={"image_token": "<|image|>", "audio_token": "<|audio|>"},
+                                  image_processor=_phi4_image, processor=_phi4_processor,
+                                  known_pixels=True),  # the crops' masks are asked which patches are real
         "pix2struct": Family(tokens={}, placeholder="", image_processor=_pix2struct_image, call=_captioner("Pix2Struct"),
                              decoder_text=True),
-        "pp_formulanet": Family(tokens={}, placeholder="", image_processor=_square, call=_captioner("PP-FormulaNet"),
+        "pp_formulanet": Family(tokens={}, placeholder="", image_processor=_square, call=_formula_call,
                                 decoder_text=True),
         "vision-encoder-decoder": Family(tokens={}, placeholder="", image_processor=_square, decoder_text=True,
                                          call=_captioner("the vision-encoder-decoder model"),

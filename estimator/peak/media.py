@@ -113,7 +113,8 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
             return m(**x).loss
 
     def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-        x = {k: v for k, v in x.items() if k != "labels"}
+        # generate starts the decoder from its start token (a captioner's training decoder_input_ids are the caption's)
+        x = {k: v for k, v in x.items() if k not in ("labels", "decoder_input_ids")}
         if seq2seq:  # generate's first step: the encoder on the audio, the decoder on its start token
             start = getattr(config, "decoder_start_token_id", None)
             first = next(iter(x.values()))

@@ -105,10 +105,23 @@ def _omni_parts(config: Any) -> dict[str, Any]:
     return {"feature_extractor": WhisperFeatureExtractor(feature_size=int(getattr(audio, "num_mel_bins", 128)))}
 
 
+def _glm_image() -> Family:
+    """GLM-Image's image-to-image prompt: the source image's grid tokens, then the target grid the model will
+    generate (``<sop>h w<eop>``, the processor's default target size)."""
+    from dataclasses import replace
+
+    family = _grid("<|image|>", "<|begin_of_image|>", "<|end_of_image|>", start_ids=("image_start_token_id",),
+                   end_ids=("image_end_token_id",), extra=("<sop>", "<eop>", "<|dit_token_16384|>"))
+    return replace(family, attributes={**family.attributes, "grid_bos_token": "<sop>", "grid_eos_token": "<eop>",
+                                       "bos_token": "<|dit_token_16384|>"},
+                   image_processor=lambda config: {**_grid_image(config), "temporal_patch_size": 1})  # a still image
+
+
 @cache
 def _table() -> dict[str, Family]:
     return {
         "glm4v": _glm(),
+        "glm_image": _glm_image(),
         "glm46v": _glm(),
         "glm_ocr": _glm(processor="Glm46VProcessor", image_processor="Glm46VImageProcessor", video_processor="Glm46VVideoProcessor"),
         "glmga": _glm(processor="Glm46VProcessor", video_processor="Glm46VVideoProcessor"),
