@@ -1,0 +1,158 @@
+"""Models with inputs of their own (estimator.peak.other_inputs), against independent truth.
+
+The simulated peak of inference (one ``no_grad`` forward) and of two AdamW training steps against the
+CPU allocator's peak of the real run, measured as ``tests/test_peak_accuracy.py`` measures it
+(``testkit.peak_truth``: a fresh process per measurement, the model built inside the profiled
+region, the same workload's inputs made for real), within 2%, one case per mechanism (the inputs' shapes
+and the model's own code are what is checked; two codec cases carry a documented kernel-scratch gap):
+
+- ``encodec`` (a known gap, see ``_CONV1D``: measured -26% inference, -8% training): a codec fed ``input_values`` / ``padding_mask`` by its feature extractor; its padding
+  computed from 0-d integer buffers, whose values survive the meta build (estimator.build.scalars);
+- ``mimi_decoder`` (the same gap: -35%, -13%): a codec's decoder alone, fed the ``latents`` of that audio at its frame rate;
+- ``m2m_100_layerdrop``: layerdrop's draw (``torch.rand([]) < layerdrop``) answered as the draw that
+  runs every layer: simulated with ``layerdrop=0.2``, measured with ``layerdrop=0`` (every layer runs).
+
+The audio is 1 s (``other_inputs.AUDIO_SECONDS`` set in both runs), to keep the test fast.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+TOLERANCE = 0.02
+MODES = ["inference", "training"]
+SECONDS = 1.0
+_WORK = "other_inputs_work"
+
+
+@dataclass(frozen=True)
+class Case:
+    model_type: str
+    config: dict[str, Any]
+    batch_size: int = 1
+    seq_len: int = 32
+    truth_overrides: dict[str, Any] = field(default_factory=dict)  # what the measured run changes (layerdrop)
+    known_gaps: dict[str, str] = field(default_factory=dict)  # mode -> the documented, unmodelled effect
+
+
+# Measured per kernel on CPU (torch 2.14, 1-2 threads): Conv1d(32, 32, 7) on (1, 32, 8000) holds an
+# output-sized oneDNN buffer besides its output, ConvTranspose1d(32, 16, 8, stride 4) twice its output,
+# an LSTM(32, 32) over 250 steps 305 KB of gates; estimator.peak.workspace models the scratch of 4-d and
+# 5-d convolutions only, so a codec's simulated peak is below the allocator's.
+_CONV1D = "CPU scratch of 1-d and transposed convolutions and LSTM kernels not modelled (estimator.peak.workspace: 4-d/5-d only)"
+
+
+_CODEC = {"hidden_size": 32, "num_filters": 8, "codebook_size": 64, "sampling_rate": 8000}
+CASES = {
+    "encodec": Case("encodec", {**_CODEC, "upsampling_ratios": [4, 4, 2], "num_lstm_layers": 1},
+                    known_gaps={"inference": _CONV1D, "training": _CONV1D}),
+    "mimi_decoder": Case("mimi_decoder", {**_CODEC, "upsampling_ratios": [4, 4, 2], "num_hidden_layers": 1, "num_attention_heads": 2,
+                                          "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "upsample_groups": 32},
+                         known_gaps={"inference": _CONV1D, "training": _CONV1D}),
+    "m2m_100_layerdrop": Case("m2m_100", {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2,
+                                          "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": 512,
+                                          "max_position_embeddings": 64, "encoder_layerdrop": 0.2, "decoder_layerdrop": 0.2},
+                              batch_size=2, truth_overrides={"encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0}),
+}
+
+
+def _config(case: Case, truth: bool) -> Any:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING[case.model_type](**{**case.config, **(case.truth_overrides if truth else {})})
+    config.architectures = [_class(case).__name__]  # the class the estimator builds (the config's architectures)
+    return config
+
+
+def _class(case: Case) -> Any:
+    import transformers
+
+    from testkit.coverage import task_class
+
+    found = task_class(case.model_type)
+    assert found is not None
+    return getattr(transformers, found[1])
+
+
+def measure(name: str, mode: str) -> int:
+    """The allocator's peak of the real run (testkit.peak_truth's window), in this fresh process."""
+    from estimator.peak import other_inputs
+    from estimator.peak.inputs import workload_for
+    from testkit.peak_truth import _work
+    from testkit.truth import trace_events, window_peak
+
+    other_inputs.AUDIO_SECONDS = SECONDS
+    case = CASES[name]
+    config = _config(case, truth=True)
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = _class(case)._from_config(config, dtype=torch.float32)
+        wl = workload_for(model, batch_size=case.batch_size, seq_len=case.seq_len)
+        inputs = wl.make_inputs()
+        with record_function(_WORK):
+            _work(model, wl, inputs, mode)
+        del model, inputs
+    return int(window_peak(trace_events(prof), _WORK))
+
+
+def simulate(name: str, mode: str) -> dict[str, Any]:
+    """The simulation of the model built as the estimator builds it (on meta, estimator.build)."""
+    from estimator.build.transformers_models import build_transformers
+    from estimator.peak import other_inputs, simulate_peak
+
+    other_inputs.AUDIO_SECONDS = SECONDS
+    case = CASES[name]
+    model = build_transformers(_config(case, truth=False).to_dict(), torch.float32, model=name)
+    r = simulate_peak(model, mode=mode, device="cpu", batch_size=case.batch_size, seq_len=case.seq_len)  # type: ignore[arg-type]
+    return {"peak_bytes": r.peak_bytes, "method": r.method, "notes": list(r.notes)}
+
+
+def _job(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
+    kind, name, mode = job
+    try:
+        return job, measure(name, mode) if kind == "truth" else simulate(name, mode)
+    except Exception as exc:  # noqa: BLE001 - reported by the test
+        return job, f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[tuple[str, str, str], Any]:
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "transformers", "estimator.peak", "tests.test_other_inputs"])
+    jobs = [(kind, name, mode) for kind in ("truth", "sim") for name in CASES for mode in MODES]
+    with ctx.Pool(2, maxtasksperchild=1) as pool:
+        return dict(pool.imap_unordered(_job, jobs))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_peak_within_2_percent_of_the_allocator(results: dict[tuple[str, str, str], Any], case: str, mode: str) -> None:
+    truth, sim = results[("truth", case, mode)], results[("sim", case, mode)]
+    assert isinstance(truth, int), f"ground truth failed: {truth}"
+    assert isinstance(sim, dict), f"simulation failed: {sim}"
+    assert sim["method"] == "simulated", sim["notes"]
+    error = (sim["peak_bytes"] - truth) / truth
+    gap = CASES[case].known_gaps.get(mode)
+    if gap and abs(error) > TOLERANCE:
+        assert error < 0, f"{case} {mode}: an unmodelled scratch can only make the simulation low ({error:+.2%})"
+        pytest.xfail(f"{gap} (measured {error:+.2%})")
+    assert abs(error) <= TOLERANCE, f"{case} {mode}: simulated {sim['peak_bytes']:,} vs measured {truth:,} ({error:+.2%})"
+
+
+def test_codec_notes_name_input_values() -> None:
+    """The workload says what it fed, in the words the coverage bench reads (input_values, latents of audio)."""
+    from estimator.build.transformers_models import build_transformers
+    from estimator.peak.inputs import workload_for
+
+    for name in ("encodec", "mimi_decoder"):
+        case = CASES[name]
+        model = build_transformers(_config(case, truth=False).to_dict(), torch.float32, model=name)
+        description = workload_for(model, batch_size=1, seq_len=32).description
+        assert "s of audio at 8000 Hz" in description, description
+        assert ("input_values" in description) if name == "encodec" else ("latents" in description), description
