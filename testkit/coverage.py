@@ -63,7 +63,7 @@ FIXED = {
 }
 IMAGE_TOKEN_KEYS = {"mm_tokens_per_image", "image_seq_length", "num_image_tokens"}  # -> (64 / 16)² = 16 patches
 EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
-EXPERT_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token", "moe_k"}
+EXPERT_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token", "moe_k", "top_k_experts"}
 IMAGE_KEYS = {"image_size"}
 PATCH_KEYS = {"patch_size"}
 TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids)$")
@@ -82,8 +82,11 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
     Level 3: only layers.
     At every level, lists as long as the old layer count are cut to the new one and ``layer_types``
     is set to ``None`` so that the config recomputes it (where the config cannot, as a second try,
-    ``recompute_layer_types=False``, it is cut like the other lists); a backbone's ``out_features``
-    and ``out_indices`` are set to ``None`` (the last stage); state-space widths follow the new
+    ``recompute_layer_types=False``, it is cut like the other lists), and per-layer overrides
+    (``per_layer_config``) keep the layers left; a backbone's ``out_features`` and ``out_indices``
+    keep the stages left (:func:`_fit_stages`); a default without a value its checkpoints state gets
+    one (no ``head_dim``: hidden / heads; no expert count beside a top-k: 4 experts, top 2; no
+    vocabulary: 1024; no key/value heads: as many as the heads); state-space widths follow the new
     hidden size (``mamba_n_heads * mamba_d_head`` and Mamba2's ``num_heads * head_dim`` equal
     ``expand * hidden_size``, groups 1); an encoder-decoder without ``decoder_start_token_id`` gets
     its ``pad_token_id`` there, as T5's checkpoints state it.
@@ -123,15 +126,18 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         if isinstance(value, dict):
             out[key] = _shrink(value, level, tokens, recompute)
             continue
-        if key in LAYER_KEYS:
+        if key in LAYER_KEYS and key == "num_layers" and isinstance(d.get("depths"), list):
+            out[key] = value  # Swin's stage count (len(depths)): the stages stay, each one block deep
+        elif key in LAYER_KEYS:
             out[key] = _lower(value, LAYERS)
         elif level <= 2 and key in ("vocab_size", "decoder_vocab_size"):  # Marian's decoder vocabulary too
-            out[key] = _lower(value, VOCAB)
+            out[key] = VOCAB if value is None and key == "vocab_size" and "hidden_size" in d else _lower(value, VOCAB)
         elif level <= 2 and key in EXPERT_KEYS:
-            out[key] = _lower(value, EXPERTS)
+            # None beside a top-k key (Dots1, DiffusionGemma: the modeling code builds the experts): its checkpoints state one
+            out[key] = EXPERTS if value is None and any(k in d for k in EXPERT_TOPK_KEYS) else _lower(value, EXPERTS)
         elif level <= 2 and key in EXPERT_TOPK_KEYS:
             # None where the config has experts (DeepSeek-V2's default): its checkpoints state one (V2: 6)
-            has_experts = any(isinstance(d.get(k), int) and d[k] > 1 for k in EXPERT_KEYS)
+            has_experts = any((isinstance(d.get(k), int) and d[k] > 1) or (k in d and d[k] is None) for k in EXPERT_KEYS)
             out[key] = EXPERTS_PER_TOKEN if value is None and has_experts else _lower(value, EXPERTS_PER_TOKEN)
         elif level <= 2 and (TOKEN_ID.search(key) or key in ("pad_token_id", "bos_token_id", "eos_token_id")):
             out[key] = [tokens.get(v, v) for v in value] if isinstance(value, list) else tokens.get(value, value)
@@ -161,7 +167,9 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         heads = next((out[k] for k in HEAD_KEYS if isinstance(out.get(k), int)), None)
         old_heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int)), None)
         for key in KV_HEAD_KEYS:
-            if isinstance(out.get(key), int) and heads:
+            if key == "num_key_value_heads" and key in out and out[key] is None and heads and "head_dim" in out:
+                out[key] = heads  # Nemotron's default has none: multi-head attention, as the config documents
+            elif isinstance(out.get(key), int) and heads:
                 kv = heads if d[key] == old_heads else _lower(out[key], KV_HEADS)  # multi-head attention stays so
                 out[key] = kv if heads % kv == 0 else 1
     new_layers = next((out[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(out.get(k), int)), None)
@@ -169,25 +177,65 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         for key, value in list(out.items()):
             if isinstance(value, list) and len(value) == old_layers and (key != "layer_types" or not recompute):
                 out[key] = value[:new_layers]
+    if isinstance(new_layers, int) and isinstance(out.get("per_layer_config"), dict):
+        # overrides keyed by layer index ("05": {...}; Gemma 4, Dots3): only the layers that are left
+        out["per_layer_config"] = {k: v for k, v in out["per_layer_config"].items() if not str(k).isdigit() or int(k) < new_layers}
     if "layer_types" in out and recompute:
         out["layer_types"] = None
-    for key in ("out_features", "out_indices"):
-        if out.get(key) is not None:
-            out[key] = None
+    _fit_stages(out, new_layers)
     if out.get("is_encoder_decoder") and out.get("pad_token_id") is None and isinstance(out.get("decoder"), dict):
         out["pad_token_id"] = out["decoder"].get("pad_token_id")  # EncoderDecoderModel: its decoder's (its docs set both ids)
     if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None and isinstance(out.get("pad_token_id"), int):
         out["decoder_start_token_id"] = out["pad_token_id"]  # as T5's checkpoints state it (transformers 5's default has none)
-    for alias, of in (("embedding_dim", "hidden_size"), ("num_blocks", "num_hidden_layers")):  # xLSTM's second names
+    for alias, of in (("embedding_dim", "hidden_size"), ("num_blocks", "num_hidden_layers"),  # xLSTM's second names
+                      ("upsample_groups", "hidden_size")):  # Mimi's depthwise up-sampling: one group per channel
         if isinstance(d.get(alias), int) and d.get(alias) == d.get(of) and isinstance(out.get(of), int):
             out[alias] = out[of]
     if level == 1:
         _fit_ssm(out)
+        heads = next((out[k] for k in HEAD_KEYS if isinstance(out.get(k), int)), None)
+        hidden = next((out[k] for k in ("hidden_size", "d_model") if isinstance(out.get(k), int)), None)
+        if "head_dim" in out and out["head_dim"] is None and heads and hidden:
+            out["head_dim"] = hidden // heads  # a default without one (Ministral, HunYuan): its checkpoints state it
+        if any(d.get(k) is None and isinstance(out.get(k), int) for k in EXPERT_KEYS):  # experts given above: their sizes too
+            for key in ("moe_intermediate_size", "expert_intermediate_size"):
+                if key in out and out[key] is None:
+                    out[key] = 32
+            if "n_shared_experts" in out and out["n_shared_experts"] is None:
+                out["n_shared_experts"] = 1
+        if isinstance(out.get("index_topk"), int) and isinstance(out.get("index_kpool"), int) and out["index_topk"] % out["index_kpool"]:
+            out["index_topk"] = out["index_kpool"]  # GLM-5-Next selects whole pools of keys
         if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):
             out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]  # MLA: the query head is both parts
             if isinstance(d.get("head_dim"), int) and d["head_dim"] == d["qk_nope_head_dim"] + d["qk_rope_head_dim"]:
                 out["head_dim"] = out["qk_head_dim"]  # Mistral4: head_dim is the whole query head (rotary part by partial_rotary_factor)
     return out
+
+
+def _fit_stages(out: dict[str, Any], layers: Any) -> None:
+    """A backbone's ``out_indices`` / ``out_features`` cut to the stages left: a backbone with ``depths``
+    keeps its stages (each is only shallower), so its choice stays (D-FINE, MaskFormer read several); one
+    whose stages are its layers (BEiT, Data2Vec-vision) keeps the indices that still exist, else its last."""
+    stages = len(out["depths"]) if isinstance(out.get("depths"), list) else layers if isinstance(layers, int) else None
+    for key in ("out_features", "out_indices"):
+        value = out.get(key)
+        if not isinstance(value, list) or stages is None:
+            continue
+        kept = [v for v in value if _stage_number(v) is not None and _stage_number(v) <= stages]  # type: ignore[operator]
+        out[key] = kept if kept else ([stages] if key == "out_indices" else None)
+    if isinstance(out.get("out_indices"), list) and isinstance(out.get("out_features"), list) \
+            and len(out["out_indices"]) != len(out["out_features"]):
+        out["out_features"] = None  # the config names them from the indices
+
+
+def _stage_number(stage: Any) -> int | None:
+    """1 for ``"stage1"`` or 1; 0 for ``"stem"``; a negative index counts as the last (0 here)."""
+    if isinstance(stage, int) and not isinstance(stage, bool):
+        return max(stage, 0)
+    if isinstance(stage, str):
+        digits = re.sub(r"\D", "", stage)
+        return int(digits) if digits else 0
+    return None
 
 
 def _fit_ssm(out: dict[str, Any]) -> None:
@@ -351,15 +399,19 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
         default_layers = []
     reasons: list[str] = []
     for level, recompute in ((1, True), (1, False), (2, True), (2, False), (3, True), (3, False)):
-        shrunk = _derive(shrink(default, level, recompute_layer_types=recompute), CONFIG_MAPPING[model_type], level)
+        shrunk = _follow_validator(_derive(shrink(default, level, recompute_layer_types=recompute), CONFIG_MAPPING[model_type], level),
+                                   CONFIG_MAPPING[model_type])
         shrunk["architectures"] = [name]
         # a hybrid with no attention layer left keeps one (two: Zamba's shared block is tied across
         # its attention layers), else the plain shrunk config (Qwen4Exp's default cannot build its attention layer)
         tries = []
         for n in (1, 2):
             small = copy.deepcopy(shrunk)
-            if _keep_attention(small, CONFIG_MAPPING[model_type].from_dict(dict(small)), default, default_layers, n):
-                tries.append(small)
+            try:
+                if _keep_attention(small, CONFIG_MAPPING[model_type].from_dict(dict(small)), default, default_layers, n):
+                    tries.append(small)
+            except Exception:  # noqa: BLE001 - a config that does not build: the plain try below says why
+                break
         tries.append(shrunk)
         for small in tries:
             try:
@@ -380,6 +432,44 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
                 reasons.append(f"level {level}: {type(exc).__name__}: {str(exc)[:200]}")
     unique = list(dict.fromkeys(reasons))
     return None, name, None, None, "; ".join(unique)
+
+
+# a config validator's rule between two widths: "`a.b` (128) must equal `c.d // 4` (16)" (FunASR-Nano, Pocket TTS, Nemotron 3)
+_EQUAL_RULE = re.compile(r"`([\w.]+)` \((\d+)\) must (?:equal|match) (?:the [\w ]+)?`([\w.]+)(?: // \d+)?` \((\d+)\)")
+
+
+def _follow_validator(small: dict[str, Any], config_class: Any, tries: int = 4) -> dict[str, Any]:
+    """Where the config class's own validator says a width must equal another (a sub-config's width
+    its projection reads), the first key takes the value the validator names, as the library's rule
+    says; up to ``tries`` rules. Any other error is left to the build (the skip reason)."""
+    for _ in range(tries):
+        try:
+            config_class.from_dict(dict(small))
+            return small
+        except Exception as exc:  # noqa: BLE001 - only a stated equality rule is followed
+            found = _EQUAL_RULE.search(str(exc))
+            if found is None:
+                return small
+            *parents, key = found.group(1).split(".")
+            target = _resolve(small, parents)
+            if not isinstance(target, dict) or key not in target or target[key] == int(found.group(4)):
+                return small
+            target[key] = int(found.group(4))
+    return small
+
+
+def _resolve(d: dict[str, Any], path: list[str]) -> dict[str, Any] | None:
+    """The dict at ``path`` from ``d`` or from the first sub-config that holds it (a validator names paths from its own config)."""
+    target: Any = d
+    for part in path:
+        target = target.get(part) if isinstance(target, dict) else None
+    if isinstance(target, dict):
+        return target
+    for value in d.values():
+        found = _resolve(value, path) if isinstance(value, dict) and path else None
+        if found is not None:
+            return found
+    return None
 
 
 DERIVED_KEYS = ("codebook_dim",)  # widths a config derives from others when None (EnCodec, X-Codec: the hidden size)
@@ -415,7 +505,7 @@ def _keep_attention(small: dict[str, Any], hf_config: Any, default: dict[str, An
     kinds = _layer_kinds(hf_config)
     if not kinds or any(_is_attention(k) for k in kinds):
         return False
-    target = small.get("text_config") if isinstance(small.get("text_config"), dict) else small
+    target: Any = small.get("text_config") if isinstance(small.get("text_config"), dict) else small
     key = next((k for k in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(target.get(k), int)), None)
     if key is None:
         return False
@@ -426,7 +516,7 @@ def _keep_attention(small: dict[str, Any], hf_config: Any, default: dict[str, An
             return False
         old = target[key]
         target[key] = first + 1
-        full = default.get("text_config") if isinstance(default.get("text_config"), dict) else default
+        full: Any = default.get("text_config") if isinstance(default.get("text_config"), dict) else default
         for name, value in list(target.items()):  # per-layer lists cut to the old count: the default's, cut to the new one
             if isinstance(value, list) and len(value) == old and isinstance(full.get(name), list) and len(full[name]) > first:
                 target[name] = full[name][: first + 1]
@@ -451,7 +541,7 @@ def _fit_mrope(small: dict[str, Any], meta: Any) -> bool:
             half = int(inv_freq.shape[-1])
             scaled = [max(1, round(s * half / sum(section))) for s in section]
             scaled[-1] += half - sum(scaled)
-            target = small.get("text_config") if isinstance(small.get("text_config"), dict) else small
+            target: Any = small.get("text_config") if isinstance(small.get("text_config"), dict) else small
             rope = dict(target.get("rope_parameters") or {"rope_type": "default", "rope_theta": 10000.0})
             rope["mrope_section"] = scaled
             target["rope_parameters"] = rope
