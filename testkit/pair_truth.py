@@ -1,11 +1,11 @@
 """The real CPU peak of models fed two kinds of input at once (:mod:`estimator.peak.pair_inputs`).
 
-``python -m testkit.pair_truth CASE MODE`` prints one JSON line with ``peak_bytes``: measured as
+``python -m testkit.pair_truth CASE [MODE]`` prints one JSON line, ``{mode: {"peak_bytes": ...}}``: measured as
 :mod:`testkit.peak_truth` measures (``torch.profiler`` with ``profile_memory``, the model built inside
 the profile, the peak of the allocator's "Total Allocated" inside the work's window; training = two
 steps of the workload's loss, backward, ``torch.optim.AdamW`` with its defaults, ``zero_grad(set_to_none=True)``;
 inference = one ``no_grad`` forward), on the inputs ``workload_for`` makes, real tensors here.
-Run it in a fresh process. :func:`simulate` is the estimator's answer for the same case.
+Run it in a fresh process (a mode's model and inputs are freed before the next mode's profile starts). :func:`simulate` is the estimator's answer for the same case.
 
 Cases (fp32, batch 2, 32 tokens):
 
@@ -59,7 +59,7 @@ def _layoutlmv3() -> nn.Module:
 def _bros() -> nn.Module:
     from transformers import BrosConfig, BrosModel
 
-    config = BrosConfig(**_SMALL, vocab_size=1000, max_position_embeddings=128, dim_bbox_projection=16)
+    config = BrosConfig(**_SMALL, vocab_size=1000, max_position_embeddings=128)
     return BrosModel._from_config(config, dtype=torch.float32)
 
 
@@ -110,5 +110,6 @@ def simulate(case_name: str, mode: str) -> dict[str, Any]:
     return {"peak_bytes": r.peak_bytes, "method": r.method, "notes": list(r.notes), "components": r.components}
 
 
-if __name__ == "__main__":
-    print(json.dumps(measure(sys.argv[1], sys.argv[2])))
+if __name__ == "__main__":  # CASE [MODE]: without a mode, inference then training, each in its own profile
+    modes = sys.argv[2:] or ["inference", "training"]
+    print(json.dumps({mode: measure(sys.argv[1], mode) for mode in modes}))
