@@ -254,7 +254,8 @@ def _tokenizer(config: Any, family: Family) -> Any:
     model = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if family.pieces:
-        _sentencepiece_like(model, vocab, family.pieces, next(i for i in free if i not in taken))
+        spare = (i for i in free if i not in taken)
+        _sentencepiece_like(model, vocab, family.pieces, [next(spare), next(spare)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="[UNK]", extra_special_tokens=dict(family.attributes))
     tokenizer.add_tokens([s for s in specials if s not in family.pieces], special_tokens=True)
     for name, token in family.attributes.items():
@@ -265,14 +266,14 @@ def _tokenizer(config: Any, family: Family) -> Any:
     return tokenizer
 
 
-def _sentencepiece_like(model: Any, vocab: dict[str, int], pieces: tuple[str, ...], space_id: int) -> None:
+def _sentencepiece_like(model: Any, vocab: dict[str, int], pieces: tuple[str, ...], free_ids: list[int]) -> None:
     """Make ``model`` read ``pieces`` inside text as SentencePiece does: each run of text gets a leading "▁"
     (alone before a piece, "▁a" joined to a first word: one text token), the pieces split out as tokens."""
     import re
 
     from tokenizers import Regex, models, normalizers, pre_tokenizers
 
-    vocab.update({"▁": space_id, "▁a": _TEXT_ID})
+    vocab.update({"▁": free_ids[0], "▁a": free_ids[1]})
     model.model = models.WordLevel(vocab, unk_token="[UNK]")
     model.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace("▁ ", "▁")])
     split = pre_tokenizers.Split(Regex("|".join(map(re.escape, pieces))), behavior="isolated")
