@@ -20,6 +20,7 @@ from testkit.multimodal_cases import MM_CASES
 from testkit.multimodal_truth import Job, run_jobs
 
 SPEECH_SECONDS = {"whisper": (5.0, 30.0), "speech_to_text": (5.0, 12.0)}
+ONE_IMAGE = {"florence2"}  # captioners that take one image per prompt (two are refused)
 OUT = Path(__file__).parent / "results" / "multimodal_accuracy.md"
 
 
@@ -30,7 +31,7 @@ def grid(cases: list[str]) -> list[tuple[str, str, int, float]]:
             if case in SPEECH_SECONDS:
                 rows += [(case, mode, 0, s) for s in SPEECH_SECONDS[case]]
             else:
-                rows += [(case, mode, n, 0.0) for n in (1, 2)]
+                rows += [(case, mode, n, 0.0) for n in ((1,) if case in ONE_IMAGE else (1, 2))]
     return rows
 
 

@@ -99,6 +99,14 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "text_config": {"model_type": "mistral", **_TEXT},
         "vision_config": {**_VISION, "image_size": 64, "patch_size": 8, "head_dim": 16},
         "spatial_merge_size": 2, "image_token_index": 500}),
+    MultimodalCase("florence2", "florence2", {  # a captioner of estimator/peak/captioners.py: 768 px, 577 image tokens
+        "text_config": {"model_type": "bart", "d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
+                        "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "vocab_size": 512,
+                        "max_position_embeddings": 1024, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+                        "decoder_start_token_id": 2, "forced_eos_token_id": 2},
+        "vision_config": {"depths": [1, 1, 1, 1], "embed_dim": [16, 16, 32, 32], "num_heads": [1, 1, 2, 2],
+                          "num_groups": [1, 1, 2, 2], "projection_dim": 64, "drop_path_rate": 0.0},
+        "image_token_id": 500}, seq_len=16),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,

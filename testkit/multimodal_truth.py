@@ -65,8 +65,9 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
                     if "input_ids" in prompt:
                         prompt["attention_mask"] = torch.ones_like(prompt["input_ids"])
                     out = model.generate(**prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
-                    # a decoder-only model returns the prompt too; Whisper's generate only the new tokens
-                    assert out.shape[1] in ((prompt["input_ids"].shape[1] + n,) if "input_ids" in prompt else (n, n + 1)), out.shape
+                    # a decoder-only model returns the prompt too; Whisper's (an encoder-decoder's) generate only the new tokens
+                    decoder_only = "input_ids" in prompt and not model.config.is_encoder_decoder
+                    assert out.shape[1] in ((prompt["input_ids"].shape[1] + n,) if decoder_only else (n, n + 1)), out.shape
                 del out
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
