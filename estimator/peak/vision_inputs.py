@@ -159,7 +159,7 @@ def _forward_sum(model: nn.Module, real: dict[str, torch.Tensor], what: str) -> 
 
 
 def _maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
-    """Fakes of the processor's tensors inside a fake mode (integers known), clones of them outside one."""
+    """Fakes of the processor's tensors inside a fake mode (integers known), the tensors themselves outside one."""
 
     def make_inputs() -> dict[str, torch.Tensor]:
         from estimator.peak.known_values import know
@@ -168,7 +168,7 @@ def _maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor
         for key, value in real.items():
             made = torch.empty(value.shape, dtype=value.dtype)
             if not isinstance(made, torch._subclasses.fake_tensor.FakeTensor):
-                out[key] = value.clone()
+                out[key] = value  # a real run (the truth): the processor's own tensors, held once
             elif value.dtype.is_floating_point:
                 out[key] = made
             else:

@@ -1,0 +1,179 @@
+"""The real CPU peak of small vision models fed :mod:`estimator.peak.vision_inputs`' inputs, against the simulation.
+
+Measured as :mod:`testkit.peak_truth` measures (the model built for real on CPU inside
+``torch.profiler.profile(profile_memory=True)``, the truth the maximum "Total Allocated" inside the window
+of the work; training = two steps of forward, backward, ``torch.optim.AdamW`` step and
+``zero_grad(set_to_none=True)``; inference = one ``no_grad`` forward), each measurement in a fresh
+forked process. The inputs are the workload's own: what the model's transformers image processor returns
+for random images (:func:`estimator.peak.vision_inputs.processed`).
+
+``python -m testkit.vision_truth`` prints one JSON line per case and mode: truth, simulation, error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from testkit.truth import trace_events, window_peak
+
+_WORK = "vision_work"
+
+
+@dataclass(frozen=True)
+class VisionCase:
+    """A small model built from a transformers config, fed ``batch_size`` images of ``image_size`` px."""
+
+    make: Callable[[], nn.Module]  # builds the model under the current default device
+    image_size: int | None
+    batch_size: int = 1
+
+
+def _detr() -> nn.Module:
+    """DETR with a small transformers ResNet backbone (no timm weights to fetch)."""
+    from transformers import DetrConfig, DetrModel, ResNetConfig
+
+    backbone = ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], out_features=["stage4"])
+    config = DetrConfig(backbone_config=backbone, use_timm_backbone=False, use_pretrained_backbone=False, d_model=64,
+                        encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                        encoder_ffn_dim=128, decoder_ffn_dim=128, num_queries=20)
+    return DetrModel(config)
+
+
+def _siglip2_tower() -> nn.Module:
+    """A Siglip2 vision tower asked alone (its processor's patches, mask and spatial shapes)."""
+    from transformers import Siglip2VisionConfig, Siglip2VisionModel
+
+    config = Siglip2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                 patch_size=16, num_patches=256)
+    return Siglip2VisionModel(config)
+
+
+def _idefics3_tower() -> nn.Module:
+    """An Idefics3 vision tower asked alone (its processor's tiles as one batch)."""
+    from transformers import Idefics3VisionConfig
+    from transformers.models.idefics3.modeling_idefics3 import Idefics3VisionTransformer
+
+    config = Idefics3VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                  image_size=64, patch_size=16)
+    return Idefics3VisionTransformer(config)
+
+
+def _video_llama_3_tower() -> nn.Module:
+    """A VideoLLaMA3 vision tower asked alone (its processor's flattened patches, grid and merge sizes)."""
+    from transformers import VideoLlama3VisionConfig, VideoLlama3VisionModel
+
+    config = VideoLlama3VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                     patch_size=16)
+    return VideoLlama3VisionModel(config)
+
+
+def _bench(model_type: str) -> Callable[[], nn.Module]:
+    """The coverage bench's small config of ``model_type`` (:func:`testkit.coverage.small_config`), built afresh."""
+
+    def build() -> nn.Module:
+        import transformers
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        from testkit.coverage import small_config
+
+        small, name, _model, _level, reason = _small(model_type)
+        if small is None:
+            raise ValueError(f"{model_type}: {reason}")
+        return getattr(transformers, name)._from_config(CONFIG_MAPPING[model_type].from_dict(dict(small)), dtype=torch.float32)
+
+    return build
+
+
+def _small(model_type: str) -> Any:
+    from testkit.coverage import small_config
+
+    return small_config(model_type)
+
+
+CASES: dict[str, VisionCase] = {
+    "idefics3_tower": VisionCase(_idefics3_tower, image_size=None),
+    "video_llama_3_tower": VisionCase(_video_llama_3_tower, image_size=224),
+    "detr": VisionCase(_detr, image_size=128),
+    **{t: VisionCase(_bench(t), image_size=None) for t in ("hunyuan_vl_vision", "glm_image_vision", "cosmos3_edge_vision",
+                                                             "gemma4_vision", "kimi_k25_vision", "lfm3_vl_vision", "muse_spark_vision")},
+    "siglip2_tower": VisionCase(_siglip2_tower, image_size=None),
+}
+
+
+def measure(case_name: str, mode: str) -> int:
+    """The allocator's peak of ``mode`` on the real model (see the module docstring)."""
+    from estimator.peak.inputs import workload_for
+
+    case = CASES[case_name]
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = case.make()
+        wl = workload_for(model, batch_size=case.batch_size, image_size=case.image_size)
+        inputs = wl.make_inputs()
+        with record_function(_WORK):
+            if mode == "training":
+                model.train()
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                for _ in range(2):
+                    loss = wl.train_loss(model, inputs)
+                    loss.backward()
+                    del loss
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            else:
+                model.eval()
+                with torch.no_grad():
+                    out = wl.infer(model, inputs)
+                del out
+        del model, inputs
+    return window_peak(trace_events(prof), _WORK)
+
+
+def simulate(case_name: str, mode: str) -> dict[str, Any]:
+    """The simulated CPU peak of the same case and mode."""
+    from estimator.peak import simulate_peak
+
+    case = CASES[case_name]
+    with torch.device("meta"):
+        model = case.make()
+    r = simulate_peak(model, mode=mode, device="cpu", batch_size=case.batch_size, image_size=case.image_size)  # type: ignore[arg-type]
+    return {"peak_bytes": r.peak_bytes, "components": r.components, "method": r.method, "notes": list(r.notes)}
+
+
+Job = tuple[str, str, str]  # (truth | sim, case, mode)
+
+
+def _job(job: Job) -> tuple[Job, Any]:
+    kind, case, mode = job
+    try:
+        value: Any = measure(case, mode) if kind == "truth" else simulate(case, mode)
+    except Exception as exc:  # noqa: BLE001 - reported by the test that needs it
+        value = f"{type(exc).__name__}: {exc}"
+    return job, value
+
+
+def run_jobs(jobs: list[Job], processes: int = 2) -> dict[Job, Any]:
+    """Each job in its own fresh process forked from a server that has imported torch and transformers."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "transformers", "estimator.peak", "testkit.vision_truth"])
+    with ctx.Pool(processes, maxtasksperchild=1) as pool:
+        return dict(pool.imap_unordered(_job, jobs))
+
+
+if __name__ == "__main__":
+    found = run_jobs([(k, c, m) for c in CASES for m in ("inference", "training") for k in ("truth", "sim")])
+    for c in CASES:
+        for m in ("inference", "training"):
+            truth, sim = found[("truth", c, m)], found[("sim", c, m)]
+            error = (sim["peak_bytes"] - truth) / truth if isinstance(truth, int) and isinstance(sim, dict) else None
+            print(json.dumps({"case": c, "mode": m, "truth": truth, "sim": sim if not isinstance(sim, dict) else sim["peak_bytes"],
+                              "method": sim.get("method") if isinstance(sim, dict) else None, "error": error}))
