@@ -68,11 +68,17 @@ def _labels(proc: Any, batch: int, text_len: int) -> Any:
     return proc.tokenizer([" ".join(["a"] * text_len)] * batch, return_tensors="pt", add_special_tokens=False)["input_ids"]
 
 
-def _single(name: str) -> Any:
-    """A call for a processor that takes one image per prompt: ``images`` flat, the text as is."""
+def _single(name: str, token: str = "") -> Any:
+    """A call for a processor that takes one image per prompt: ``images`` flat, the text as is. ``token``: the
+    config attribute the model's forward finds the image tokens by (BLIP-2's ``image_token_index``)."""
 
     def call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
         _one_image(name, images)
+        if token and getattr(config, token, None) is None and any(images):
+            from estimator.errors import UnsupportedError
+
+            raise UnsupportedError(f"{name}'s config has no {token}: its forward cannot find the image tokens the processor "
+                                   f"writes (the real model fails the same way)")
         flat = [sample[0] for sample in images if sample] or None
         return proc(images=flat, text=[" a" * text_len] * len(images), return_tensors="pt")
 
@@ -211,9 +217,9 @@ def captioner_families() -> dict[str, Family]:
     # the processor adds "<image>" as its own AddedToken (a tokenizer attribute would be a plain string)
     blip2 = Family(tokens={"<image>": _IMAGE_IDS}, placeholder="",
                    image_processor=_square, processor=lambda config: {"num_query_tokens": config.num_query_tokens},
-                   call=_single("BLIP-2"))
+                   call=_single("BLIP-2", "image_token_index"))
     instructblip = Family(tokens={"<image>": _IMAGE_IDS}, placeholder="",
-                          image_processor=_square, call=_single("InstructBLIP"),
+                          image_processor=_square, call=_single("InstructBLIP", "image_token_index"),
                           processor=lambda config: {"num_query_tokens": config.num_query_tokens,
                                                     "qformer_tokenizer": _stand_in(config.qformer_config)})
     return {

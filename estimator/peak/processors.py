@@ -362,6 +362,8 @@ def media_inputs(
     image_token = family.attributes.get("image_token", family.placeholder) or next(iter(family.tokens), "")
     image_id = proc.tokenizer.convert_tokens_to_ids(image_token) if image_token else None
     per_sample = int((ids[0] == image_id).sum()) if media.images and ids is not None and image_id is not None else 0
+    if media.images and "image_embeds_position_mask" in tensors:  # Kosmos-2(.5): the image's positions are flagged
+        per_sample = int(tensors["image_embeds_position_mask"][0].sum())
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
     words = (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt, {per_sample} image tokens "
              f"+ {text_len} text tokens ({type(proc).__name__}; {shapes})")
