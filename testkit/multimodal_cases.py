@@ -99,6 +99,17 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "text_config": {"model_type": "mistral", **_TEXT},
         "vision_config": {**_VISION, "image_size": 64, "patch_size": 8, "head_dim": 16},
         "spatial_merge_size": 2, "image_token_index": 500}),
+    MultimodalCase("llava_onevision", "llava_onevision", {  # anyres_max_9 at 1 image, the base image only at 2
+        "text_config": {"model_type": "qwen2", **_TEXT},
+        "vision_config": {"model_type": "siglip_vision_model", **_VISION, "image_size": 32, "patch_size": 8},
+        "image_grid_pinpoints": [[32, 32], [32, 64], [64, 32], [64, 64]], "vision_feature_select_strategy": "full",
+        "vision_feature_layer": -1, "image_token_index": 500, "video_token_index": 501}, image_size=48),
+    MultimodalCase("idefics2", "idefics2", {  # a perceiver resampler: 8 latents per image
+        "text_config": {"model_type": "mistral", **_TEXT},
+        "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
+        "perceiver_config": {"hidden_size": 64, "rms_norm_eps": 1e-6, "hidden_act": "silu", "resampler_n_latents": 8, "resampler_depth": 1, "resampler_n_heads": 2,
+                             "resampler_head_dim": 16, "num_key_value_heads": 1},
+        "image_token_id": 500}),
     MultimodalCase("florence2", "florence2", {  # a captioner of estimator/peak/captioners.py: 768 px, 577 image tokens
         "text_config": {"model_type": "bart", "d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
                         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "vocab_size": 512,
