@@ -187,6 +187,9 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         out["pad_token_id"] = out["decoder"].get("pad_token_id")  # EncoderDecoderModel: its decoder's (its docs set both ids)
     if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None and isinstance(out.get("pad_token_id"), int):
         out["decoder_start_token_id"] = out["pad_token_id"]  # as T5's checkpoints state it (transformers 5's default has none)
+    factor = out.get("qk_dim_factor")
+    if level == 1 and isinstance(factor, float) and factor > 0 and isinstance(out.get("hidden_size"), int) and (out["hidden_size"] * factor) % 64:
+        out["hidden_size"] = int(64 / factor)  # xLSTM's cache rounds hidden * qk_dim_factor up to a multiple of 64, its layers do not
     for alias, of in (("embedding_dim", "hidden_size"), ("num_blocks", "num_hidden_layers"),  # xLSTM's second names
                       ("upsample_groups", "hidden_size")):  # Mimi's depthwise up-sampling: one group per channel
         if isinstance(d.get(alias), int) and d.get(alias) == d.get(of) and isinstance(out.get(of), int):
@@ -203,6 +206,9 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
                     out[key] = 32
             if "n_shared_experts" in out and out["n_shared_experts"] is None:
                 out["n_shared_experts"] = 1
+        qsa = {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM, "indexer_budget": 16, "indexer_compress_ratio": 4}
+        if all(k in out and out[k] is None for k in qsa):  # Qwen4-Exp's default leaves its indexed attention unset: its checkpoints set it
+            out.update(qsa)
         if isinstance(out.get("index_topk"), int) and isinstance(out.get("index_kpool"), int) and out["index_topk"] % out["index_kpool"]:
             out["index_topk"] = out["index_kpool"]  # GLM-5-Next selects whole pools of keys
         if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):

@@ -21,8 +21,9 @@ inference is one forward under ``no_grad``. Integer inputs (padding masks) are k
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 if TYPE_CHECKING:
     from estimator.peak.inputs import Workload
+    from estimator.peak.other_models import Found
 
 __all__ = ["AUDIO_SECONDS", "codec_arrays", "workload"]
 
@@ -61,7 +63,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     found = model_inputs(model, batch_size, seq_len)
     if found is None:
         return None
-    return _forward_all(model, *found)
+    return _forward_all(model, found.arrays, found.description, found)
 
 
 def codec_arrays(model: nn.Module, batch_size: int, seconds: float) -> tuple[dict[str, np.ndarray], str] | None:
@@ -158,33 +160,65 @@ def _parameters(model: nn.Module) -> list[str]:
         return []
 
 
-def _forward_all(model: nn.Module, arrays: dict[str, np.ndarray], description: str,
-                 call: Callable[[nn.Module, dict[str, torch.Tensor]], Any] | None = None) -> Workload:
+def _forward_all(model: nn.Module, arrays: dict[str, np.ndarray], description: str, found: Found | None = None) -> Workload:
     """Feed every array by name (floats in the model's dtype; integers known values); training
-    backpropagates the sum of the first output, inference is one forward."""
+    backpropagates the first output that carries a gradient, inference is one forward (or what
+    ``found`` says a real run does)."""
     from estimator.build.scalars import scalar_buffers
     from estimator.peak.inputs import ModelKind, Workload
     from estimator.peak.known_values import KnownValues, know
 
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    run = call or (lambda m, x: m(**x))
     scalars = scalar_buffers(model)  # before the model is made fake (estimator.build.scalars)
-
-    def context() -> Any:
-        for name, real in scalars.items():
-            buffer = model.get_buffer(name)
-            if isinstance(buffer, torch._subclasses.fake_tensor.FakeTensor):
-                know(buffer, real)
-        return KnownValues()
+    prepare = found.prepare if found is not None and found.prepare is not None else (lambda m: None)
+    drops = found.infer_drops if found is not None else ()
 
     def make_inputs() -> dict[str, torch.Tensor]:
         return {k: _tensor(v, dtype) for k, v in arrays.items()}
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = run(m, x)
-        return _first_with_grad(out).sum()
+        prepare(m)
+        return _first_with_grad(m(**x)).sum()
 
-    return Workload(ModelKind.TEXT_BASE, make_inputs, train_loss, run, description, context=context)
+    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        prepare(m)
+        if found is not None and found.infer is not None:
+            return found.infer(m, x)
+        return m(**{k: v for k, v in x.items() if k not in drops})
+
+    @contextlib.contextmanager
+    def context() -> Iterator[None]:
+        for name, real in scalars.items():
+            buffer = model.get_buffer(name)
+            if isinstance(buffer, torch._subclasses.fake_tensor.FakeTensor):
+                know(buffer, real)
+        with KnownValues(), _same_dtype_to_is_a_no_op():
+            yield
+
+    kind = ModelKind.SEQ2SEQ_LM if found is not None and found.seq2seq else ModelKind.TEXT_BASE
+    return Workload(kind, make_inputs, train_loss, infer, description, context=context)
+
+
+@contextlib.contextmanager
+def _same_dtype_to_is_a_no_op() -> Iterator[None]:
+    """``module.to(dtype)`` where every tensor of the module already has that dtype changes nothing on a
+    real model (Switch Transformers' router calls it in every forward); on a fake one ``Module._apply``
+    would swap each parameter for itself, which fails once the optimizer holds it. Here it returns the module."""
+    original = nn.Module.to
+
+    def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+        target = next((a for a in (*args, kwargs.get("dtype")) if isinstance(a, torch.dtype)), None)
+        only_dtype = target is not None and len(args) + len(kwargs) == 1
+        tensors = [*self.parameters(), *self.buffers()]
+        if only_dtype and all(t.dtype == target or not t.is_floating_point() for t in tensors):
+            return self
+        return original(self, *args, **kwargs)
+
+    nn.Module.to = to  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        nn.Module.to = original  # type: ignore[method-assign]
 
 
 def _first_with_grad(out: Any) -> torch.Tensor:
