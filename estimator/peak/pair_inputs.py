@@ -37,7 +37,7 @@ from estimator.peak.inputs import ModelKind
 if TYPE_CHECKING:
     from estimator.peak.inputs import Workload
 
-__all__ = ["Maker", "known", "pair_workload", "workload"]
+__all__ = ["Maker", "known", "known_boxes", "pair_workload", "text_inputs", "workload"]
 
 Maker = Callable[[], dict[str, torch.Tensor]]
 
@@ -188,12 +188,8 @@ def _boxes(model: nn.Module, b: int, n: int) -> tuple[str, Maker]:
     """Valid boxes, one per token: (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1, in the model's range."""
     config: Any = model.config
     if config.model_type == "bros":  # normalised coordinates (BrosProcessor's users divide by the page size)
-
-        def floats() -> dict[str, torch.Tensor]:
-            corner = torch.rand(b, n, 2) * 0.5
-            return {"bbox": torch.cat([corner, corner + torch.rand(b, n, 2) * 0.5], dim=-1).to(_dtype(model))}
-
-        return f"bbox {b}x{n}x4 (normalised corners)", floats
+        dtype = _dtype(model)
+        return f"bbox {b}x{n}x4 (normalised corners)", lambda: {"bbox": known_boxes(b, n, dtype)}
     top = int(getattr(config, "max_2d_position_embeddings", 1024) or 1024) - 1
 
     def integers() -> dict[str, torch.Tensor]:
@@ -201,6 +197,23 @@ def _boxes(model: nn.Module, b: int, n: int) -> tuple[str, Maker]:
         return {"bbox": torch.cat([corner, corner + torch.randint(0, top // 2 + 1, (b, n, 2))], dim=-1)}
 
     return f"bbox {b}x{n}x4 (corners below {top + 1})", integers
+
+
+def known_boxes(b: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """Valid normalised boxes (x0 <= x1, y0 <= y1 in [0, 1]), the same ones each call, known inside a
+    fake mode (a model may pick the image patches under each box: UDOP)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from estimator.peak.known_values import know
+
+    with _disable_current_modes():
+        rng = torch.Generator().manual_seed(0)
+        corner = torch.rand(b, n, 2, generator=rng, device="cpu") * 0.5
+        real = torch.cat([corner, corner + torch.rand(b, n, 2, generator=rng, device="cpu") * 0.5], dim=-1).to(dtype)
+    made = torch.empty(b, n, 4, dtype=dtype)
+    if not isinstance(made, torch._subclasses.fake_tensor.FakeTensor):
+        return real
+    return know(made, real)
 
 
 def _visual_feats(model: nn.Module, b: int) -> tuple[str, Maker]:

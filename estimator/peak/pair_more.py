@@ -24,14 +24,14 @@ import torch
 from torch import nn
 
 from estimator.peak.inputs import ModelKind
-from estimator.peak.pair_inputs import Maker, known, pair_workload, text_inputs
+from estimator.peak.pair_inputs import Maker, known, known_boxes, pair_workload, text_inputs
 
 if TYPE_CHECKING:
     from estimator.peak.inputs import Workload
 
 __all__ = ["TYPES", "workload"]
 
-TYPES = frozenset({"siglip2", "blip_2_qformer", "sam3_lite_text_text_model", "omdet-turbo"})
+TYPES = frozenset({"siglip2", "blip_2_qformer", "sam3_lite_text_text_model", "omdet-turbo", "udop"})
 _PROMPT = 77  # OmDetTurboProcessor's text kwargs: padding="max_length", max_length=77
 _CLASSES = 80  # class names per image: the 80 COCO classes, the detector's usual prompt
 
@@ -50,7 +50,15 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return pair_workload(model, [text_inputs(model, b, seq_len)])
     if config.model_type == "omdet-turbo":
         return pair_workload(model, _omdet(model, b, image_size, dtype))
+    if config.model_type == "udop" and _takes(model, "bbox"):
+        return udop_workload(model, b, seq_len, image_size)
     return None
+
+
+def _takes(model: nn.Module, arg: str) -> bool:
+    from estimator.peak.inputs import _accepts
+
+    return _accepts(model, arg)
 
 
 def _naflex(config: Any, b: int, dtype: torch.dtype) -> tuple[str, Maker]:
@@ -107,3 +115,41 @@ def _omdet(model: nn.Module, b: int, image_size: int | None, dtype: torch.dtype)
 
     return [(f"pixel_values {b}x{channels}x{size}x{size} + {k} class names and a task prompt per image "
              f"({_PROMPT} tokens each)", make)]
+
+
+def udop_workload(model: nn.Module, b: int, seq_len: int, image_size: int | None) -> Workload:
+    """UDOP (a T5 encoder-decoder over text, layout and the page image): ``input_ids`` (B, L), the
+    all-ones ``attention_mask``, ``bbox`` (B, L, 4) of valid normalised boxes and ``pixel_values``
+    (B, C, S, S); training: the model's loss on ``labels`` (B, L); inference: ``generate``'s prefill
+    (the decoder's start token, a cache). The boxes' values are known: UDOP picks the image patches
+    under each token's box (``combine_image_text_embeddings``). The simulation still stops there: the
+    model unzips the patch indices into tuples of 0-d tensors and indexes with them, which reads their
+    memory outside any op (a fake has none); it then falls back to the formula with that cause."""
+    from estimator.peak.inputs import ModelKind, Workload, _known_ids, ordinary_token, prefill_kwargs
+    from estimator.peak.pair_inputs import _context
+
+    config: Any = model.config
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    vocab = int(config.vocab_size)
+    token = ordinary_token(config, vocab)
+    size = int(image_size or config.image_size)
+    channels = int(getattr(config, "num_channels", 3) or 3)
+    n = seq_len
+    start = int(config.decoder_start_token_id or 0)
+
+    def make() -> dict[str, torch.Tensor]:
+        return {"input_ids": _known_ids((b, n), vocab, token), "attention_mask": known((b, n), 1),
+                "bbox": known_boxes(b, n, dtype), "pixel_values": torch.randn(b, channels, size, size, dtype=dtype),
+                "labels": _known_ids((b, n), vocab, token)}
+
+    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        return m(**x).loss
+
+    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        decoder_ids = torch.full((b, 1), start, dtype=torch.long)
+        inputs = {k: v for k, v in x.items() if k != "labels"}
+        return m(**inputs, decoder_input_ids=decoder_ids, **prefill_kwargs(m))
+
+    words = (f"input_ids {b}x{n} + attention_mask + bbox {b}x{n}x4 (normalised corners) + pixel_values "
+             f"{b}x{channels}x{size}x{size}; training: the model's loss on labels {b}x{n}")
+    return Workload(ModelKind.SEQ2SEQ_LM, make, train_loss, infer, words, context=_context)
