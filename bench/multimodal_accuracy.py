@@ -16,11 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from testkit.multimodal_cases import MM_CASES
+from testkit.audio_cases import AUDIO_SECONDS, all_cases
+from testkit.audio_encoder_truth import ENCODER_CASES, ENCODER_SECONDS
 from testkit.multimodal_truth import Job, run_jobs
 
-SPEECH_SECONDS = {"whisper": (5.0, 30.0), "speech_to_text": (5.0, 12.0)}
-ONE_IMAGE = {"florence2"}  # captioners that take one image per prompt (two are refused)
+SPEECH_SECONDS = {"whisper": (5.0, 30.0), "speech_to_text": (5.0, 12.0), **AUDIO_SECONDS, **ENCODER_SECONDS}
+ONE_IMAGE = {"florence2", "fuyu"}  # captioners and Fuyu take one image per prompt (two are refused)
 OUT = Path(__file__).parent / "results" / "multimodal_accuracy.md"
 
 
@@ -38,7 +39,7 @@ def grid(cases: list[str]) -> list[tuple[str, str, int, float]]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     smoke = "--smoke" in argv
-    cases = [a for a in argv if a != "--smoke"] or list(MM_CASES)
+    cases = [a for a in argv if a != "--smoke"] or [*all_cases(), *ENCODER_CASES]  # ENCODER_CASES: speech encoders / CTC
     rows = grid(cases)
     if smoke:
         rows = rows[:1]

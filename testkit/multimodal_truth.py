@@ -37,9 +37,13 @@ def _media(case: Any, images: int, audio_seconds: float | None = None) -> Any:
 def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
     from estimator.peak.audio import audio_inputs
     from estimator.peak.processors import media_inputs
-    from testkit.multimodal_cases import MM_CASES
+    from testkit.audio_cases import all_cases
 
-    case = MM_CASES[case_name]
+    from testkit.audio_encoder_truth import ENCODER_CASES, measure_forward
+
+    if case_name in ENCODER_CASES:  # speech encoders / CTC: one forward, or the model's own loss
+        return measure_forward(ENCODER_CASES[case_name], mode, _media(ENCODER_CASES[case_name], 0, audio_seconds))
+    case = all_cases()[case_name]
     torch.manual_seed(0)
     config = case.make_config()
     make = audio_inputs if audio_seconds is not None else media_inputs
@@ -75,9 +79,10 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
 
 def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
     from estimator.peak import simulate_peak
-    from testkit.multimodal_cases import MM_CASES
+    from testkit.audio_cases import all_cases
+    from testkit.audio_encoder_truth import ENCODER_CASES
 
-    case = MM_CASES[case_name]
+    case = {**all_cases(), **ENCODER_CASES}[case_name]
     r = simulate_peak(case.build_on("meta"), mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
                       seq_len=case.seq_len, max_new_tokens=case.max_new_tokens if mode == "inference" else 0,
                       media=_media(case, images, audio_seconds))
@@ -97,7 +102,7 @@ if __name__ == "__main__":
 Job = tuple[str, str, str, int, float]
 
 _PRELOAD = ["torch", "transformers", "estimator.peak", "estimator.peak.media", "estimator.peak.processors",
-            "testkit.multimodal_cases", "testkit.multimodal_truth", "PIL", "torchvision"]
+            "estimator.peak.audio_prompts", "estimator.peak.audio_forward", "testkit.audio_encoder_truth", "testkit.multimodal_cases", "testkit.audio_cases", "testkit.multimodal_truth", "PIL", "torchvision"]
 
 
 def _job(job: Job) -> tuple[Job, Any]:

@@ -35,8 +35,8 @@ from estimator.peak.inputs import ModelKind, Workload, first_tensor
 from estimator.peak.known_values import KnownValues, know
 from estimator.peak.processors import _TEXT_ID, Media, MediaInputs
 
-__all__ = ["FORWARD_TYPES", "AudioInputs", "AudioWorkload", "extractor_class", "forward_audio_inputs", "forward_audio_workload",
-           "forward_simulated"]
+__all__ = ["FORWARD_TYPES", "AudioInputs", "AudioWorkload", "Feed", "extractor_class", "feed", "forward_audio_inputs", "forward_audio_workload",
+           "forward_simulated", "run_inference", "training_loss"]
 
 # The speech model types simulated here: encoders, CTC and audio-classification models, transducers and the audio
 # towers of audio-language models, whose forward reads audio features alone (the generative ones are
@@ -192,9 +192,19 @@ def _transcript(config: Any, batch: int, tokens: int, rng: np.random.Generator) 
     return torch.from_numpy(ids).long()
 
 
-def forward_audio_workload(model: nn.Module, media: MediaInputs, *, seed: int = 0) -> Workload:
-    """The workload of ``model`` on ``media`` (see the module docstring)."""
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+@dataclass(frozen=True)
+class Feed:
+    """What one step gives the model: ``forward`` (the extractor's tensors it takes, and the text it requires),
+    ``extra`` (training's labels, a transducer's decoder ids) and how it is trained, in words."""
+
+    forward: dict[str, torch.Tensor]
+    extra: dict[str, torch.Tensor]
+    trained: str
+    contrastive: bool = False  # trained with return_loss=True
+
+
+def feed(model: nn.Module, media: MediaInputs, *, seed: int = 0) -> Feed:
+    """The real tensors a step of ``model`` on ``media`` is given (see the module docstring)."""
     config: Any = model.config
     params = _accepted(model)
     task = _task(model, params)
@@ -207,7 +217,6 @@ def forward_audio_workload(model: nn.Module, media: MediaInputs, *, seed: int = 
     batch = next(iter(reals.values())).shape[0]
     tokens = media.transcript if isinstance(media, AudioInputs) else 1
     extra: dict[str, torch.Tensor] = {}
-    trained = ""
     if task == "ctc":
         extra["labels"] = _transcript(config, batch, tokens, rng)
         trained = f"the model's CTC loss on a transcript of {tokens} tokens"
@@ -227,34 +236,48 @@ def forward_audio_workload(model: nn.Module, media: MediaInputs, *, seed: int = 
             reals["input_ids"] = torch.full((batch, tokens), _TEXT_ID, dtype=torch.long)
     if "return_loss" in params:
         trained = "the model's contrastive loss (return_loss)"
+    if any(isinstance(getattr(x, "layerdrop", None), float) and x.layerdrop for x in (config, *model.modules())):
+        trained += "; LayerDrop: every layer runs (the step of the highest peak)"
+    return Feed(reals, extra, trained, "return_loss" in params)
+
+
+def run_inference(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+    """One forward (a transducer's decoder on the blank token only: greedy decoding's first step)."""
+    x = {k: v for k, v in x.items() if k != "labels"}
+    if "decoder_input_ids" in x:
+        x["decoder_input_ids"] = x["decoder_input_ids"][:, :1]
+    return m(**x)
+
+
+def training_loss(m: nn.Module, x: dict[str, torch.Tensor], contrastive: bool) -> torch.Tensor:
+    """The model's own loss where it has labels (or ``return_loss``), else the sum of its first output."""
+    if contrastive:
+        return m(**x, return_loss=True).loss
+    if "labels" in x:
+        return m(**x).loss
+    return first_tensor(m(**x)).sum()
+
+
+def forward_audio_workload(model: nn.Module, media: MediaInputs, *, seed: int = 0) -> Workload:
+    """The workload of ``model`` on ``media`` (see the module docstring)."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    fed = feed(model, media, seed=seed)
 
     def make_inputs() -> dict[str, torch.Tensor]:
         made: dict[str, torch.Tensor] = {}
-        for name, real in {**reals, **extra}.items():
+        for name, real in {**fed.forward, **fed.extra}.items():
             if real.dtype.is_floating_point:
                 made[name] = torch.empty(real.shape, dtype=dtype)
             else:
                 made[name] = know(torch.empty(real.shape, dtype=real.dtype), real)
         return made
 
-    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-        x = {k: v for k, v in x.items() if k != "labels"}
-        if "decoder_input_ids" in x:  # greedy decoding's first step: the blank token
-            x["decoder_input_ids"] = x["decoder_input_ids"][:, :1]
-        return m(**x)
-
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
-        if "return_loss" in params:
-            return m(**x, return_loss=True).loss
-        if "labels" in x:
-            return m(**x).loss
-        return first_tensor(m(**x)).sum()
+        return training_loss(m, x, fed.contrastive)
 
-    if any(isinstance(getattr(x, "layerdrop", None), float) and x.layerdrop for x in (config, *model.modules())):
-        trained += "; LayerDrop: every layer runs (the step of the highest peak)"
-    fed = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in reals.items())
-    words = f"{media.description}: {fed}; training: {trained}"
-    return AudioWorkload(ModelKind.MODULE, make_inputs, train_loss, infer, words, context=_known)
+    shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in fed.forward.items())
+    words = f"{media.description}: {shapes}; training: {fed.trained}"
+    return AudioWorkload(ModelKind.MODULE, make_inputs, train_loss, run_inference, words, context=_known)
 
 
 @contextlib.contextmanager

@@ -356,7 +356,7 @@ def _uses_onednn(x: Any, transposed: Any) -> bool:
     """PyTorch runs this convolution in oneDNN (``use_mkldnn`` in ATen's Convolution.cpp): a float32
     input, or a 16-bit one where oneDNN has kernels for it on this CPU (bfloat16 needs AVX-512;
     below it, and for float16 without AVX512-FP16/AMX, PyTorch's own kernels run: not modelled)."""
-    if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() in (4, 5) and not transposed
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() in (3, 4, 5) and not transposed
             and x.device.type == "cpu" and torch.backends.mkldnn.is_available()):
         return False
     if x.dtype == torch.bfloat16:

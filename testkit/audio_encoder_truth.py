@@ -1,0 +1,71 @@
+"""Tiny speech encoders / CTC models and the real CPU peak of their forward-only work.
+
+The cases are ``AutoConfig.for_model`` shrunk (hidden 32-64, 2 layers), built in float32 with the task class
+(``Wav2Vec2ForCTC``, ``ParakeetForCTC``); LayerDrop 0 (it skips layers at random; the simulation is the step
+that skips none). The inputs are what :mod:`estimator.peak.audio_forward` makes with the model's own feature
+extractor for random audio (and a transcript as CTC labels). The work, measured as
+:mod:`testkit.multimodal_truth` measures (``torch.profiler``'s "Total Allocated" maximum, the model built
+inside the profile):
+
+- inference: one forward under ``no_grad`` (what ``estimator.peak.audio_forward.run_inference`` runs);
+- training: two steps of the model's own CTC loss, backward, ``torch.optim.AdamW`` (CPU defaults) step and
+  ``zero_grad(set_to_none=True)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from testkit.multimodal_cases import MultimodalCase
+from testkit.truth import trace_events, window_peak
+
+__all__ = ["ENCODER_CASES", "ENCODER_SECONDS", "measure_forward"]
+
+_WORK = "audio_encoder_work"
+
+ENCODER_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
+    MultimodalCase("wav2vec2_ctc", "wav2vec2", {
+        "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+        "conv_dim": [32, 32, 32, 32, 32, 32, 32], "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4,
+        "vocab_size": 32, "layerdrop": 0.0}, cls="Wav2Vec2ForCTC"),
+    MultimodalCase("parakeet_ctc", "parakeet_ctc", {
+        "encoder_config": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+                           "subsampling_conv_channels": 32, "num_mel_bins": 80, "layerdrop": 0.0},
+        "vocab_size": 64, "pad_token_id": 63}, cls="ParakeetForCTC"),
+]}
+
+# the two clip lengths each case is measured at (seconds)
+ENCODER_SECONDS: dict[str, tuple[float, float]] = {"wav2vec2_ctc": (2.0, 6.0), "parakeet_ctc": (4.0, 12.0)}
+
+
+def measure_forward(case: MultimodalCase, mode: str, media: Any) -> dict[str, Any]:
+    """The allocator's peak of ``case``'s forward-only work on ``media`` (see the module docstring)."""
+    from estimator.peak.audio import audio_inputs
+    from estimator.peak.audio_forward import feed, run_inference, training_loss
+
+    torch.manual_seed(0)
+    made = audio_inputs(case.make_config(), media, batch_size=case.batch_size, text_len=case.seq_len)
+    fed = feed(case.build_on("meta"), made)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = case.build_on("cpu")
+        inputs = {k: v.clone() for k, v in {**fed.forward, **fed.extra}.items()}
+        with record_function(_WORK):
+            if mode == "training":
+                model.train()
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                for _ in range(2):
+                    loss = training_loss(model, inputs, fed.contrastive)
+                    loss.backward()
+                    del loss
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            else:
+                model.eval()
+                with torch.no_grad():
+                    out = run_inference(model, inputs)
+                del out
+        del model, inputs
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
