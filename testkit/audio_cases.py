@@ -1,0 +1,39 @@
+"""Tiny audio-language and speech encoder-decoder models for checking the simulated peak with audio in the prompt.
+
+Each case is ``AutoConfig.for_model(model_type, **overrides)`` with the audio encoder and the language
+model shrunk (hidden 32-64, 1-2 layers, a vocabulary of 512 ids), the mel bins and positions the
+feature extractor and the processor need kept (Whisper-style encoders: 3000 frames = 1500 positions),
+built in float32 with the model's own class. The audio is made by :mod:`estimator.peak.audio_prompts`
+(the real processor and feature extractor, a stand-in tokenizer).
+"""
+
+from __future__ import annotations
+
+from testkit.multimodal_cases import MM_CASES, MultimodalCase
+
+__all__ = ["AUDIO_CASES", "AUDIO_SECONDS", "all_cases"]
+
+_TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 2048, "head_dim": 16}
+_WHISPER_ENCODER = {"d_model": 32, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 64,
+                    "num_mel_bins": 80, "max_source_positions": 1500}
+
+AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
+    MultimodalCase("qwen2_audio", "qwen2_audio", {
+        "text_config": {"model_type": "qwen2", **_TEXT},
+        "audio_config": {"model_type": "qwen2_audio_encoder", **_WHISPER_ENCODER},
+        "audio_token_index": 500}, cls="Qwen2AudioForConditionalGeneration"),
+    MultimodalCase("audioflamingo3", "audioflamingo3", {
+        "text_config": {"model_type": "qwen2", **_TEXT},
+        "audio_config": {"model_type": "audioflamingo3_encoder", "hidden_size": 32, "num_hidden_layers": 1,
+                         "num_attention_heads": 2, "intermediate_size": 64, "num_mel_bins": 80, "max_source_positions": 1500},
+        "projector_hidden_act": "gelu", "audio_token_id": 500}, cls="AudioFlamingo3ForConditionalGeneration"),
+]}
+
+# the two clip lengths each case is measured at (seconds): a short clip and a long one within the 30 s window
+AUDIO_SECONDS: dict[str, tuple[float, float]] = {"qwen2_audio": (5.0, 20.0), "audioflamingo3": (5.0, 20.0)}
+
+
+def all_cases() -> dict[str, MultimodalCase]:
+    """The vision-language and speech cases of :mod:`testkit.multimodal_cases` and the audio-language ones here."""
+    return {**MM_CASES, **AUDIO_CASES}
