@@ -210,6 +210,32 @@ def _phi4_processor(config: Any) -> dict[str, Any]:
     return {"audio_processor": Phi4MultimodalFeatureExtractor()}
 
 
+def _udop_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+    """UDOP reads a page: its image and the words on it with their boxes (``apply_ocr=False``: the words given, as
+    a user with an OCR'd page sends them). Its processor's tokenizer takes words and boxes, so the stand-in is
+    transformers' own Unigram ``UdopTokenizer`` over a vocabulary of the config's special ids and one word; the
+    text is the decoder's too (``labels``)."""
+    import torch
+    from transformers import UdopProcessor, UdopTokenizer
+
+    _one_image("UDOP", images)
+    flat = [sample[0] for sample in images if sample]
+    if not flat:
+        from estimator.errors import UnsupportedError
+
+        raise UnsupportedError("UDOP reads a page: a prompt without its image is not simulated")
+    pad, eos = int(getattr(config, "pad_token_id", 0) or 0), int(getattr(config, "eos_token_id", 1) or 1)
+    pieces = {pad: "<pad>", eos: "</s>"}
+    vocab = [(pieces.get(i, f"<unused_{i}>"), 0.0) for i in range(max(pieces) + 1)] + [("<unk>", 0.0), ("▁a", -1.0)]
+    udop = UdopProcessor(image_processor=proc.image_processor, tokenizer=UdopTokenizer(vocab=vocab))
+    words = [["a"] * text_len for _ in flat]
+    side = 1000 // max(text_len, 1)  # the words on one line across the page, boxes in [0, 1000]
+    boxes = [[[i * side, 0, (i + 1) * side, 20] for i in range(text_len)] for _ in flat]
+    out = dict(udop(images=flat, text=words, boxes=boxes, return_tensors="pt"))
+    out["labels"] = torch.as_tensor(out["input_ids"])[:, :text_len].clone()
+    return out
+
+
 def captioner_families() -> dict[str, Family]:
     """model_type -> its processor family."""
     from estimator.peak.processors import Family
@@ -255,6 +281,10 @@ def captioner_families() -> dict[str, Family]:
                                   placeholder="<|image|>", attributes={"image_token": "<|image|>", "audio_token": "<|audio|>"},
                                   image_processor=_phi4_image, processor=_phi4_processor,
                                   known_pixels=True),  # the crops' masks are asked which patches are real
+        "udop": Family(tokens={}, placeholder="", call=_udop_call, decoder_text=True,
+                       image_processor=lambda config: {"apply_ocr": False, "size": {"height": int(config.image_size),
+                                                                                     "width": int(config.image_size)}},
+                       default_size=lambda config: int(config.image_size)),
         "pix2struct": Family(tokens={}, placeholder="", image_processor=_pix2struct_image, call=_captioner("Pix2Struct"),
                              decoder_text=True),
         "pp_formulanet": Family(tokens={}, placeholder="", image_processor=_square, call=_formula_call,
