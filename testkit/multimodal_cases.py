@@ -104,6 +104,15 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vision_config": {"model_type": "siglip_vision_model", **_VISION, "image_size": 32, "patch_size": 8},
         "image_grid_pinpoints": [[32, 32], [32, 64], [64, 32], [64, 64]], "vision_feature_select_strategy": "full",
         "vision_feature_layer": -1, "image_token_index": 500, "video_token_index": 501}, image_size=48),
+    MultimodalCase("fuyu", "fuyu", {  # no vision tower: 16 px patches projected into the decoder (one image per prompt)
+        "text_config": {"model_type": "persimmon", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                        "num_attention_heads": 4, "vocab_size": 512, "max_position_embeddings": 2048},
+        "image_size": 64, "patch_size": 16, "image_token_id": 500}),
+    MultimodalCase("got_ocr2", "got_ocr2", {  # SAM-style tower, two stride-2 convolutions: 64 px / 8 px patches -> 4 tokens a page
+        "text_config": {"model_type": "qwen2", **_TEXT},
+        "vision_config": {"hidden_size": 32, "output_channels": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                          "image_size": 64, "patch_size": 8, "window_size": 4, "global_attn_indexes": [1], "mlp_dim": 64},
+        "image_token_index": 500}),
     MultimodalCase("idefics2", "idefics2", {  # a perceiver resampler: 8 latents per image
         "text_config": {"model_type": "mistral", **_TEXT},
         "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
