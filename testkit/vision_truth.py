@@ -39,8 +39,9 @@ def _detr() -> nn.Module:
     """DETR with a small transformers ResNet backbone (no timm weights to fetch)."""
     from transformers import DetrConfig, DetrModel, ResNetConfig
 
-    backbone = ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], out_features=["stage4"])
-    config = DetrConfig(backbone_config=backbone, use_timm_backbone=False, use_pretrained_backbone=False, d_model=64,
+    stages: dict[str, Any] = {"out_features": ["stage4"]}
+    backbone = ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], **stages)
+    config = DetrConfig(backbone_config=backbone, d_model=64,
                         encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
                         encoder_ffn_dim=128, decoder_ffn_dim=128, num_queries=20)
     return DetrModel(config)
@@ -80,8 +81,6 @@ def _bench(model_type: str) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         import transformers
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-        from testkit.coverage import small_config
 
         small, name, _model, _level, reason = _small(model_type)
         if small is None:

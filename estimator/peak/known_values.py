@@ -114,7 +114,7 @@ class KnownValues(TorchDispatchMode):
 
     def __exit__(self, *exc: Any) -> None:
         torch.tensor = self._tensor
-        torch.isfinite = self._isfinite  # type: ignore[assignment]
+        torch.isfinite = self._isfinite
         super().__exit__(*exc)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:

@@ -11,9 +11,10 @@ tensors become fakes of the same shapes and the integer ones (masks, grids, posi
 values :mod:`estimator.peak.known_values` knows, so the model's questions about them are answered as
 the real run answers them.
 
-- **DETR-like detectors** (DETR, Conditional / Deformable DETR, Table Transformer): ``pixel_values``
-  (B, 3, H, W) and ``pixel_mask`` (B, H, W) at the processor's resolution (800 px for a square image),
-  or ``image_size`` square where it is given. Training backpropagates the sum of the decoder's last
+- **DETR-like detectors** (DETR, Conditional / Deformable DETR, Table Transformer, RT-DETR v1/v2, DEIMv2,
+  PP-DocLayout v3/v4, LW-DETR, RF-DETR): ``pixel_values`` (B, 3, H, W) and, where the model takes it,
+  ``pixel_mask`` (B, H, W) at the processor's resolution (DETR: 800 px for a square image; RT-DETR: 640 px),
+  or ``image_size`` square where it is given (RT-DETRv2's checkpoints name RT-DETR's processor). Training backpropagates the sum of the decoder's last
   hidden state (the base model has no loss).
 - **Vision towers asked alone** (Idefics3 / SmolVLM / Granite-Docling, Siglip2, Gemma 4, the grid towers
   of GLM-Image, Cosmos3-Edge, Muse, Kimi-K2.5, LFM3-VL, HunYuan-VL, Inkling2, VideoLLaMA3): the parent
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
 
 __all__ = ["processed", "workload"]
 
-DETR_TYPES = frozenset({"detr", "conditional_detr", "deformable_detr", "table-transformer"})
+DETR_TYPES = frozenset({"detr", "conditional_detr", "deformable_detr", "table-transformer", "rt_detr", "rt_detr_v2", "deimv2",
+                        "pp_doclayout_v3", "pp_doclayout_v4", "lw_detr", "rf_detr"})
+# model types transformers maps no image processor to, and the one their checkpoints name
+_PROCESSOR_OF = {"rt_detr_v2": "rt_detr"}
 # processor output name -> the name a tower's forward takes it under
 _RENAMES = {"image_grid_thw": ("grid_thw", "image_grid_thw"), "image_position_ids": ("pixel_position_ids",),
             "image_merge_sizes": ("merge_sizes",), "pixel_attention_mask": ("pixel_attention_mask",),
@@ -52,13 +56,14 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return None
     if model_type in DETR_TYPES and type(model).__name__.endswith("Model"):
         size = {"height": image_size, "width": image_size} if image_size else None
-        real = processed(model_type, {"size": size} if size else {}, batch_size, image_size or 800)
-        return _forward_sum(model, real, f"{type(model).__name__} (DETR-like)")
+        real = processed(_PROCESSOR_OF.get(model_type, model_type), {"size": size} if size else {}, batch_size, image_size or 800)
+        params = _parameters(model)
+        return _forward_sum(model, {k: v for k, v in real.items() if k in params}, f"{type(model).__name__} (DETR-like)")
     parent = _tower_parent(model, model_type)
     if parent is not None:
-        real = _tower_inputs(model, parent, batch_size, image_size)
-        if real is not None:
-            return _forward_sum(model, real, f"vision tower of {parent} asked alone")
+        tower = _tower_inputs(model, parent, batch_size, image_size)
+        if tower is not None:
+            return _forward_sum(model, tower, f"vision tower of {parent} asked alone")
     return None
 
 
