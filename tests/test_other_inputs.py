@@ -6,13 +6,13 @@ CPU allocator's peak of the real run, measured as ``tests/test_peak_accuracy.py`
 region, the same workload's inputs made for real), within 2%, one case per mechanism (the inputs' shapes
 and the model's own code are what is checked; two codec cases carry a documented kernel-scratch gap):
 
-- ``encodec`` (a known gap, see ``_CONV1D``: measured -26% inference, -8% training): a codec fed ``input_values`` / ``padding_mask`` by its feature extractor; its padding
+- ``encodec`` (known gaps, measured at 0.25 s: inference -12.8%, training +2.5%; see ``_CONV1D``): a codec fed ``input_values`` / ``padding_mask`` by its feature extractor; its padding
   computed from 0-d integer buffers, whose values survive the meta build (estimator.build.scalars);
-- ``mimi_decoder`` (the same gap: -35%, -13%): a codec's decoder alone, fed the ``latents`` of that audio at its frame rate;
+- ``xmod``: a masked LM fed ``lang_ids`` (its default language's adapter), whose per-language masks are known values;
 - ``m2m_100_layerdrop``: layerdrop's draw (``torch.rand([]) < layerdrop``) answered as the draw that
   runs every layer: simulated with ``layerdrop=0.2``, measured with ``layerdrop=0`` (every layer runs).
 
-The audio is 1 s (``other_inputs.AUDIO_SECONDS`` set in both runs), to keep the test fast.
+The audio is 0.25 s (``other_inputs.AUDIO_SECONDS`` set in both runs), to keep the test fast.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 TOLERANCE = 0.02
 MODES = ["inference", "training"]
-SECONDS = 1.0
+SECONDS = 0.25
 _WORK = "other_inputs_work"
 
 
@@ -41,24 +41,25 @@ class Case:
     known_gaps: dict[str, str] = field(default_factory=dict)  # mode -> the documented, unmodelled effect
 
 
-# Measured per kernel on CPU (torch 2.14, 1-2 threads): Conv1d(32, 32, 7) on (1, 32, 8000) holds an
-# output-sized oneDNN buffer besides its output, ConvTranspose1d(32, 16, 8, stride 4) twice its output,
-# an LSTM(32, 32) over 250 steps 305 KB of gates; estimator.peak.workspace models the scratch of 4-d and
-# 5-d convolutions only, so a codec's simulated peak is below the allocator's.
-_CONV1D = "CPU scratch of 1-d and transposed convolutions and LSTM kernels not modelled (estimator.peak.workspace: 4-d/5-d only)"
+# Measured per kernel on CPU (torch 2.14, 1-2 threads): ConvTranspose1d(32, 16, 8, stride 4) on (1, 32, 2000)
+# holds twice its output besides it, an LSTM(32, 32) over 250 steps 305 KB of gates; estimator.peak.workspace
+# models oneDNN's buffers of 1-d to 3-d convolutions, not of transposed ones nor of the LSTM kernel, so a
+# codec's simulated peak is below the allocator's.
+_CONV1D = "CPU scratch of transposed convolutions and LSTM kernels not modelled (estimator.peak.workspace)"
+_CONV1D_BACKWARD = ("1-d convolutions' backward buffers taken as the 2-d ones (estimator.peak.workspace), not measured for 1-d: "
+                    "above the allocator in training")
 
 
 _CODEC = {"hidden_size": 32, "num_filters": 8, "codebook_size": 64, "sampling_rate": 8000}
 CASES = {
     "encodec": Case("encodec", {**_CODEC, "upsampling_ratios": [4, 4, 2], "num_lstm_layers": 1},
-                    known_gaps={"inference": _CONV1D, "training": _CONV1D}),
-    "mimi_decoder": Case("mimi_decoder", {**_CODEC, "upsampling_ratios": [4, 4, 2], "num_hidden_layers": 1, "num_attention_heads": 2,
-                                          "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "upsample_groups": 32},
-                         known_gaps={"inference": _CONV1D, "training": _CONV1D}),
+                    known_gaps={"inference": _CONV1D, "training": _CONV1D_BACKWARD}),
     "m2m_100_layerdrop": Case("m2m_100", {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2,
                                           "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": 512,
                                           "max_position_embeddings": 64, "encoder_layerdrop": 0.2, "decoder_layerdrop": 0.2},
                               batch_size=2, truth_overrides={"encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0}),
+    "xmod": Case("xmod", {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 512,
+                          "max_position_embeddings": 80, "languages": ["en_XX", "de_DE"], "default_language": "de_DE"}, batch_size=2),
 }
 
 
@@ -125,9 +126,12 @@ def _job(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
 def results() -> dict[tuple[str, str, str], Any]:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "transformers", "estimator.peak", "tests.test_other_inputs"])
-    jobs = [(kind, name, mode) for kind in ("truth", "sim") for name in CASES for mode in MODES]
+    jobs = [("truth", name, mode) for name in CASES for mode in MODES]
     with ctx.Pool(2, maxtasksperchild=1) as pool:
-        return dict(pool.imap_unordered(_job, jobs))
+        pending = pool.map_async(_job, jobs, chunksize=1)  # each measurement in a fresh process
+        found = dict(_job(("sim", name, mode)) for name in CASES for mode in MODES)  # meanwhile, here: a simulation leaves nothing
+        found.update(pending.get())
+    return found
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -140,7 +144,6 @@ def test_peak_within_2_percent_of_the_allocator(results: dict[tuple[str, str, st
     error = (sim["peak_bytes"] - truth) / truth
     gap = CASES[case].known_gaps.get(mode)
     if gap and abs(error) > TOLERANCE:
-        assert error < 0, f"{case} {mode}: an unmodelled scratch can only make the simulation low ({error:+.2%})"
         pytest.xfail(f"{gap} (measured {error:+.2%})")
     assert abs(error) <= TOLERANCE, f"{case} {mode}: simulated {sim['peak_bytes']:,} vs measured {truth:,} ({error:+.2%})"
 
@@ -150,9 +153,14 @@ def test_codec_notes_name_input_values() -> None:
     from estimator.build.transformers_models import build_transformers
     from estimator.peak.inputs import workload_for
 
-    for name in ("encodec", "mimi_decoder"):
-        case = CASES[name]
-        model = build_transformers(_config(case, truth=False).to_dict(), torch.float32, model=name)
-        description = workload_for(model, batch_size=1, seq_len=32).description
-        assert "s of audio at 8000 Hz" in description, description
-        assert ("input_values" in description) if name == "encodec" else ("latents" in description), description
+    from transformers import MimiDecoderConfig
+
+    case = CASES["encodec"]
+    model = build_transformers(_config(case, truth=False).to_dict(), torch.float32, model="encodec")
+    description = workload_for(model, batch_size=1, seq_len=32).description
+    assert "s of audio at 8000 Hz" in description and "input_values 1x1x" in description, description
+    decoder = {**MimiDecoderConfig(hidden_size=32, num_filters=8, sampling_rate=8000, upsampling_ratios=[4, 4, 2], upsample_groups=32,
+                                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                                   intermediate_size=64).to_dict(), "architectures": ["MimiDecoderModel"]}
+    description = workload_for(build_transformers(decoder, torch.float32, model="mimi_decoder"), batch_size=1, seq_len=32).description
+    assert "latents 1x32x" in description and "s of audio at 8000 Hz" in description, description
