@@ -150,10 +150,10 @@ def test_peak_within_2_percent_of_the_allocator(results: dict[tuple[str, str, st
 
 def test_codec_notes_name_input_values() -> None:
     """The workload says what it fed, in the words the coverage bench reads (input_values, latents of audio)."""
+    from transformers import MimiDecoderConfig
+
     from estimator.build.transformers_models import build_transformers
     from estimator.peak.inputs import workload_for
-
-    from transformers import MimiDecoderConfig
 
     case = CASES["encodec"]
     model = build_transformers(_config(case, truth=False).to_dict(), torch.float32, model="encodec")
