@@ -28,10 +28,15 @@ AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "audio_config": {"model_type": "audioflamingo3_encoder", "hidden_size": 32, "num_hidden_layers": 1,
                          "num_attention_heads": 2, "intermediate_size": 64, "num_mel_bins": 80, "max_source_positions": 1500},
         "projector_hidden_act": "gelu", "audio_token_id": 500}, cls="AudioFlamingo3ForConditionalGeneration"),
+    # raw 16 kHz audio; no pad_token_id (as Moonshine's default config): training passes the decoder inputs
+    MultimodalCase("moonshine", "moonshine", {
+        "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "encoder_num_hidden_layers": 1,
+        "decoder_num_hidden_layers": 2, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
+        "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4}, cls="MoonshineForConditionalGeneration"),
 ]}
 
 # the two clip lengths each case is measured at (seconds): a short clip and a long one within the 30 s window
-AUDIO_SECONDS: dict[str, tuple[float, float]] = {"qwen2_audio": (5.0, 20.0), "audioflamingo3": (5.0, 20.0)}
+AUDIO_SECONDS: dict[str, tuple[float, float]] = {"qwen2_audio": (5.0, 20.0), "audioflamingo3": (5.0, 20.0), "moonshine": (5.0, 20.0)}
 
 
 def all_cases() -> dict[str, MultimodalCase]:

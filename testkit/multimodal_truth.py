@@ -38,7 +38,6 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
     from estimator.peak.audio import audio_inputs
     from estimator.peak.processors import media_inputs
     from testkit.audio_cases import all_cases
-
     from testkit.audio_encoder_truth import ENCODER_CASES, measure_forward
 
     if case_name in ENCODER_CASES:  # speech encoders / CTC: one forward, or the model's own loss
@@ -48,6 +47,11 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
     config = case.make_config()
     make = audio_inputs if audio_seconds is not None else media_inputs
     made = make(config, _media(case, images, audio_seconds), batch_size=case.batch_size, text_len=case.seq_len)
+    if mode == "training" and config.is_encoder_decoder:  # a loop passes the decoder inputs where the model cannot shift (Moonshine)
+        from estimator.peak.media import _shifted_labels
+
+        shifted = _shifted_labels(config, made)[0]
+        made.tensors.update({} if shifted is None else {"decoder_input_ids": shifted})
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         model = case.build_on("cpu")
         inputs = {k: v.clone() for k, v in made.tensors.items()}

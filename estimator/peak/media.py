@@ -90,6 +90,9 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     config: Any = model.config
     seq2seq = bool(config.is_encoder_decoder)
+    # an encoder-decoder whose config has no pad_token_id (Moonshine) cannot shift its labels into decoder
+    # inputs itself: the training loop passes them, the labels after the decoder's start token
+    shifted, description = _shifted_labels(config, media) if seq2seq else (None, media.description)
 
     def make_inputs() -> dict[str, torch.Tensor]:
         made: dict[str, torch.Tensor] = {}
@@ -102,6 +105,8 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
                 made[name] = know(torch.empty(real.shape, dtype=real.dtype), real)
         if "labels" not in made:  # a prompt's labels are its ids
             made["labels"] = know(torch.empty(media.tensors["input_ids"].shape, dtype=torch.long), media.tensors["input_ids"])
+        if shifted is not None:
+            made["decoder_input_ids"] = know(torch.empty(shifted.shape, dtype=torch.long), shifted)
         return made
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -141,4 +146,20 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
             return m(**prepared)
 
     kind = ModelKind.SEQ2SEQ_LM if seq2seq else ModelKind.CAUSAL_LM
-    return MediaWorkload(kind, make_inputs, train_loss, infer, media.description, context=KnownValues)
+    return MediaWorkload(kind, make_inputs, train_loss, infer, description, context=KnownValues)
+
+
+def _shifted_labels(config: Any, media: MediaInputs) -> tuple[torch.Tensor | None, str]:
+    """The decoder inputs a training loop passes beside the labels where the model cannot make them (no
+    ``pad_token_id`` to shift with), and the workload's words; None where the model shifts its own labels."""
+    labels = media.tensors.get("labels")
+    decoder = config.get_text_config(decoder=True)
+    if labels is None or "decoder_input_ids" in media.tensors or getattr(decoder, "pad_token_id", 0) is not None \
+            or getattr(config, "pad_token_id", 0) is not None:
+        return None, media.description
+    start = next((t for t in (getattr(config, "decoder_start_token_id", None), getattr(decoder, "bos_token_id", None))
+                  if isinstance(t, int)), 0)
+    shifted = torch.cat([torch.full_like(labels[:, :1], int(start)), labels[:, :-1]], dim=1)
+    return shifted, (f"{media.description}; decoder_input_ids: the labels after the start token "
+                     f"(the config has no pad_token_id to shift them with)")
+
