@@ -133,7 +133,8 @@ def text_inputs(model: nn.Module, b: int, seq_len: int) -> tuple[str, Maker]:
     def make() -> dict[str, torch.Tensor]:
         return {"input_ids": _known_ids((b, n), vocab, token), "attention_mask": known((b, n), 1)}
 
-    return f"input_ids {b}x{n} + attention_mask", make
+    capped = f" (seq_len {seq_len} capped at the text tower's positions)" if n < seq_len else ""
+    return f"input_ids {b}x{n}{capped} + attention_mask", make
 
 
 def _image_size(config: Any, image_size: int | None) -> tuple[int, int, int]:
