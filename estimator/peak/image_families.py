@@ -243,6 +243,7 @@ def image_families() -> dict[str, Family]:
             image_processor=_cohere2_image, default_size=image_side),
         "mistral3": _pixtral_like(),
         "lighton_ocr": _pixtral_like(),
+        "mistral_large4": _pixtral_like(),
         "internvl": internvl,
         "qianfan_ocr": _internvl_like(video=False),
         "got_ocr2": Family(tokens={"<imgpad>": _IMAGE_IDS, "<img>": (), "</img>": (), "<|im_start|>": (), "<|im_end|>": ()},

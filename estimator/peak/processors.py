@@ -197,6 +197,8 @@ FAMILIES: dict[str, Family] = {
     "qwen2_5_vl": _QWEN,
     "qwen3_vl": _QWEN,
     "qwen3_vl_moe": _QWEN,
+    "qwen3_5": _QWEN,  # Qwen3.5 and its MoE take Qwen3VLProcessor
+    "qwen3_5_moe": _QWEN,
     "idefics3": _IDEFICS,
     "smolvlm": _IDEFICS,
     "mllama": Family(tokens={"<|image|>": ("image_token_id", "image_token_index"), "<|begin_of_text|>": ("bos_token_id",),
