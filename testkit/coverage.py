@@ -85,7 +85,7 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
     ``recompute_layer_types=False``, it is cut like the other lists), and per-layer overrides
     (``per_layer_config``) keep the layers left; a backbone's ``out_features`` and ``out_indices``
     keep the stages left (:func:`_fit_stages`); a default without a value its checkpoints state gets
-    one (no ``head_dim``: hidden / heads; no expert count beside a top-k: 4 experts, top 2; no
+    one (no ``head_dim``: hidden / heads; per-layer and text vocabularies -> 1024, KV sharing across layers off; no expert count beside a top-k: 4 experts, top 2; no
     vocabulary: 1024; no key/value heads: as many as the heads); state-space widths follow the new
     hidden size (``mamba_n_heads * mamba_d_head`` and Mamba2's ``num_heads * head_dim`` equal
     ``expand * hidden_size``, groups 1); an encoder-decoder without ``decoder_start_token_id`` gets
@@ -130,6 +130,10 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             out[key] = value  # Swin's stage count (len(depths)): the stages stay, each one block deep
         elif key in LAYER_KEYS:
             out[key] = _lower(value, LAYERS)
+        elif level <= 2 and key in ("vocab_size_per_layer_input", "text_vocab_size"):  # Gemma 3n/4's per-layer table, CSM's text
+            out[key] = _lower(value, VOCAB)
+        elif level <= 2 and key == "num_kv_shared_layers" and isinstance(value, int):
+            out[key] = 0  # Gemma 3n's last layers reuse earlier ones' KV: two layers cannot hold a producer of each kind
         elif level <= 2 and key in ("vocab_size", "decoder_vocab_size"):  # Marian's decoder vocabulary too
             out[key] = VOCAB if value is None and key == "vocab_size" and "hidden_size" in d else _lower(value, VOCAB)
         elif level <= 2 and key in EXPERT_KEYS:
@@ -187,11 +191,16 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         out["pad_token_id"] = out["decoder"].get("pad_token_id")  # EncoderDecoderModel: its decoder's (its docs set both ids)
     if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None and isinstance(out.get("pad_token_id"), int):
         out["decoder_start_token_id"] = out["pad_token_id"]  # as T5's checkpoints state it (transformers 5's default has none)
+    if all(isinstance(out.get(k), int) for k in ("num_layers_per_stack", "H_cycles", "L_cycles", "num_hidden_layers")):
+        # HRM: its cache holds a slot per layer and cycle, num_hidden_layers = H_cycles * (L_cycles + 1) * num_layers_per_stack
+        out["num_layers_per_stack"] = 1
+        out["num_hidden_layers"] = out["H_cycles"] * (out["L_cycles"] + 1)
     factor = out.get("qk_dim_factor")
     if level == 1 and isinstance(factor, float) and factor > 0 and isinstance(out.get("hidden_size"), int) and (out["hidden_size"] * factor) % 64:
         out["hidden_size"] = int(64 / factor)  # xLSTM's cache rounds hidden * qk_dim_factor up to a multiple of 64, its layers do not
     for alias, of in (("embedding_dim", "hidden_size"), ("num_blocks", "num_hidden_layers"),  # xLSTM's second names
-                      ("upsample_groups", "hidden_size")):  # Mimi's depthwise up-sampling: one group per channel
+                      ("upsample_groups", "hidden_size"), ("adapter_in_dim", "hidden_size"),
+                      ("adapter_input_size", "hidden_size")):  # Mimi's depthwise up-sampling: one group per channel
         if isinstance(d.get(alias), int) and d.get(alias) == d.get(of) and isinstance(out.get(of), int):
             out[alias] = out[of]
     if level == 1:
