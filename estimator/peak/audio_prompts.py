@@ -1,6 +1,6 @@
 """Prompts of audio language models (audio + text in one prompt), as the model's own processor makes them.
 
-An audio-text-to-text model (Qwen2-Audio, Audio Flamingo 3, GLM-ASR, Granite Speech...) reads a prompt in
+An audio-text-to-text model (Qwen2-Audio, Audio Flamingo 3, GLM-ASR, Qwen3-ASR...) reads a prompt in
 which each clip became the processor's run of audio tokens, beside the feature extractor's features.
 ``prompt_inputs`` builds them with the transformers processor ``model_type`` maps to
 (``PROCESSOR_MAPPING_NAMES``), a stand-in tokenizer that knows its special tokens under the ids the
@@ -36,12 +36,6 @@ def _mels(config: Any) -> int:
 
 def _whisper(config: Any) -> dict[str, Any]:
     return {"feature_size": _mels(config)}
-
-
-def _granite(config: Any) -> dict[str, Any]:
-    encoder = config.encoder_config
-    return {"n_mels": encoder.input_dim // 2, "projector_window_size": config.window_size,
-            "projector_downsample_rate": config.downsample_rate}
 
 
 @dataclass(frozen=True)
@@ -81,9 +75,9 @@ PROMPTS: dict[str, AudioPrompt] = {
                              attributes={"audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"}),
     "moss_transcribe_diarize": AudioPrompt({"<|audio_pad|>": _ID, "<|audio_start|>": (), "<|audio_end|>": ()},
                                            "<|audio_start|><|audio_pad|><|audio_end|>", "<|audio_pad|>"),
-    "granite_speech": AudioPrompt({"<|audio|>": _ID}, "<|audio|>", "<|audio|>", extractor=_granite),
-    "granite_speech_plus": AudioPrompt({"<|audio|>": _ID}, "<|audio|>", "<|audio|>", extractor=_granite),
 }
+# Granite Speech (and Plus) are left out: GraniteSpeechFeatureExtractor needs torchaudio, not installed here,
+# so their processor was never run (docs/audio_prompts.md)
 
 
 def _encoder_extractor(config: Any) -> dict[str, Any]:
