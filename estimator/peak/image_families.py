@@ -216,6 +216,10 @@ _OVIS_INDICATORS = {token: (f"visual_indicator_token_ids[{i}]",)
                     for i, token in enumerate(("<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>"))}
 
 
+def _llama4_processor(config: Any) -> dict[str, Any]:
+    return {"patch_size": patch_side(config), "pixel_shuffle_ratio": float(vision_of(config).pixel_shuffle_ratio)}
+
+
 def image_families() -> dict[str, Family]:
     """model_type -> its processor family."""
     from estimator.peak.processors import Family, _qwen_image
@@ -244,6 +248,11 @@ def image_families() -> dict[str, Family]:
         "mistral3": _pixtral_like(),
         "lighton_ocr": _pixtral_like(),
         "mistral_large4": _pixtral_like(),
+        # Llama-4: "<|image|>" becomes its tiles of "<|patch|>" tokens (the config's image token) with separators
+        "llama4": Family(tokens={"<|patch|>": _IMAGE_IDS, "<|image_start|>": ("boi_token_id", "boi_token_index"),
+                                 "<|image|>": (), "<|image_end|>": (), "<|tile_x_separator|>": (), "<|tile_y_separator|>": ()},
+                         placeholder="<|image|>", attributes={"image_token": "<|patch|>"}, image_processor=square,
+                         processor=_llama4_processor, default_size=image_side),
         "internvl": internvl,
         "qianfan_ocr": _internvl_like(video=False),
         "got_ocr2": Family(tokens={"<imgpad>": _IMAGE_IDS, "<img>": (), "</img>": (), "<|im_start|>": (), "<|im_end|>": ()},
