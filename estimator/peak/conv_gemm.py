@@ -1,21 +1,23 @@
 """The scratchpad of oneDNN's gemm weight-gradient kernel for wide first-layer convolutions (a ViT's patchifier).
 
-Measured with ``torch.profiler``'s memory events on torch 2.14 (x86-64, AVX-512, float32), calling
+Measured with ``torch.profiler``'s memory events on torch 2.14 (x86-64, AVX-512 and
+``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``, float32), calling
 ``aten.convolution_backward`` with only the weight gradient asked (``output_mask = (False, True,
 False)``: a first layer, its input the pixels) on NCHW input, 1 and 3 input channels, 64 and 128
 output channels, kernels 4-32 with stride 7-32, batch 1-4, images 64-512 pixels, 1-3 threads.
-Kernels at most 14 wide (4, 7, 8, 14; and 16 high x 8 wide) run in the jit kernel with small
-scratch (:mod:`estimator.peak.workspace`); wider ones (15, 16, 20, 32: the patch embedding of
-CLIP, SigLIP and ViT at 16 or 32 pixels) fall back to ``gemm``, whose scratchpad is, per thread,
+Kernels at most 14 wide with AVX-512 (4, 7, 8, 14; and 16 high x 8 wide), at most 13 with AVX2 (8-13),
+run in the jit kernel with small scratch (:mod:`estimator.peak.workspace`); wider ones (AVX-512: 15, 16,
+20, 32; AVX2: 14 too; the patch embedding of CLIP, SigLIP and ViT at 14, 16 or 32 pixels) fall back
+to ``gemm``, whose scratchpad is, per thread,
 the im2col columns ``C_in * kh * kw * oh * ow`` floats and a weight-reduction buffer of 4 times the
 weight's bytes, plus 256 bytes (two pieces of 128 bytes of slack); all threads take part when
 ``oh * ow / threads < 256`` and the batch is above 1 (oneDNN's ``gemm_convolution_utils::init_conf``),
 else one. It is held while the weight gradient (the output) exists, freed before the kernel returns.
-Exact to the byte on all 17 shapes, e.g. Conv2d(3, 64, 16, stride 16) on 2x3x96x96 with 2 threads:
+Exact to the byte on every gemm-path shape measured (both ISAs), e.g. Conv2d(3, 64, 16, stride 16) on 2x3x96x96, 2 threads:
 1,794,304 B (3 threads: 2,691,328 B; batch 1: 897,280 B; 512-pixel images: 3,932,416 B, one thread).
 
 Not modelled: the same kernel with a grad input asked, 16 or more input channels, channels-last
-input, 3-d convolutions, bfloat16, and CPUs below AVX-512.
+input, 3-d convolutions, bfloat16, and CPUs below AVX2.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from estimator.peak.cpu_isa import block_size
 
 __all__ = ["wide_patch_weight_grad_scratch"]
 
-_JIT_MAX_KW = 14  # wider kernels leave oneDNN's jit weight-gradient kernel for gemm (measured: 14 jit, 15 gemm)
+# the widest kernel oneDNN's jit weight-gradient kernel takes, by channel block (AVX-512: 14 jit, 15 gemm; AVX2: 13 jit, 14 gemm)
+_JIT_MAX_KW = {16: 14, 8: 13}
 _FIRST_LAYER_CHANNELS = 16  # below this many input channels oneDNN reads the input as it is (a first layer)
 _SLACK = 2 * 128
 _ALL_THREADS_BELOW = 256  # output positions per thread under which every thread takes a share
@@ -38,9 +41,9 @@ def wide_patch_weight_grad_scratch(args: tuple[Any, ...]) -> int:
     """Bytes of the gemm scratchpad for ``aten.convolution_backward`` ``args`` (see the module docstring); 0 if it does not apply."""
     grad_out, x, w = args[0], args[1], args[2]
     groups, mask = args[9], args[10]
-    if not (isinstance(x, torch.Tensor) and x.dim() == 4 and x.dtype == torch.float32 and block_size() == 16):
+    if not (isinstance(x, torch.Tensor) and x.dim() == 4 and x.dtype == torch.float32):
         return 0
-    if mask[0] or not mask[1] or groups != 1 or w.shape[1] >= _FIRST_LAYER_CHANNELS or w.shape[-1] <= _JIT_MAX_KW:
+    if mask[0] or not mask[1] or groups != 1 or w.shape[1] >= _FIRST_LAYER_CHANNELS or w.shape[-1] <= _JIT_MAX_KW[block_size()]:
         return 0
     if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
         return 0
