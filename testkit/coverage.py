@@ -195,6 +195,8 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         # HRM: its cache holds a slot per layer and cycle, num_hidden_layers = H_cycles * (L_cycles + 1) * num_layers_per_stack
         out["num_layers_per_stack"] = 1
         out["num_hidden_layers"] = out["H_cycles"] * (out["L_cycles"] + 1)
+    if "num_sliding_attention_heads" in out and out.get("sliding_window", 0) is None:
+        out["sliding_window"] = 16  # Step3p7 builds its sliding mask always; its default leaves the window to the checkpoint
     factor = out.get("qk_dim_factor")
     if level == 1 and isinstance(factor, float) and factor > 0 and isinstance(out.get("hidden_size"), int) and (out["hidden_size"] * factor) % 64:
         out["hidden_size"] = int(64 / factor)  # xLSTM's cache rounds hidden * qk_dim_factor up to a multiple of 64, its layers do not

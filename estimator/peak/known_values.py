@@ -182,7 +182,8 @@ class KnownValues(TorchDispatchMode):
             x, mask = args[0], args[1]
             real = _value(mask)
             if real is not None:
-                n = int(torch.broadcast_to(real, torch.broadcast_shapes(x.shape, mask.shape)).sum())
+                with _disable_current_modes():  # the count is computed on the real mask, outside the fake mode
+                    n = int(torch.broadcast_to(real, torch.broadcast_shapes(x.shape, mask.shape)).sum())
                 return torch.empty(n, dtype=x.dtype)
         raise DataDependentOutputException(func)
 

@@ -174,7 +174,8 @@ def _forward_all(model: nn.Module, arrays: dict[str, np.ndarray], description: s
     drops = found.infer_drops if found is not None else ()
 
     def make_inputs() -> dict[str, torch.Tensor]:
-        return {k: _tensor(v, dtype) for k, v in arrays.items()}
+        known = found.known_floats if found is not None else ()
+        return {k: _tensor(v, dtype, k in known) for k, v in arrays.items()}
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         prepare(m)
@@ -230,7 +231,7 @@ def _first_with_grad(out: Any) -> torch.Tensor:
     return found if found is not None else first_tensor(out)
 
 
-def _tensor(value: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+def _tensor(value: np.ndarray, dtype: torch.dtype, known_float: bool = False) -> torch.Tensor:
     """``value`` as a tensor: floats in ``dtype`` (a fake of that shape inside a fake mode), integers and
     booleans with their values (known to :mod:`estimator.peak.known_values` inside a fake mode)."""
     from estimator.peak.known_values import know
@@ -239,7 +240,7 @@ def _tensor(value: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     probe = torch.empty(value.shape, dtype=dtype if floating else _INT_DTYPES.get(value.dtype.name, torch.long))
     if not isinstance(probe, torch._subclasses.fake_tensor.FakeTensor):
         return torch.from_numpy(np.ascontiguousarray(value)).to(probe.dtype)
-    if floating:
+    if floating and not known_float:
         return probe
     with _disable_current_modes():
         real = torch.from_numpy(np.ascontiguousarray(value)).to(probe.dtype).cpu()
