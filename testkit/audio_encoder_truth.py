@@ -35,10 +35,13 @@ ENCODER_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "encoder_config": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
                            "subsampling_conv_channels": 32, "num_mel_bins": 80, "layerdrop": 0.0},
         "vocab_size": 64, "pad_token_id": 63}, cls="ParakeetForCTC"),
+    MultimodalCase("ast", "audio-spectrogram-transformer", {
+        "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+        "max_length": 256, "num_labels": 5}, cls="ASTForAudioClassification"),
 ]}
 
 # the two clip lengths each case is measured at (seconds)
-ENCODER_SECONDS: dict[str, tuple[float, float]] = {"wav2vec2_ctc": (2.0, 6.0), "parakeet_ctc": (4.0, 12.0)}
+ENCODER_SECONDS: dict[str, tuple[float, float]] = {"wav2vec2_ctc": (2.0, 6.0), "parakeet_ctc": (4.0, 12.0), "ast": (1.0, 5.0)}
 
 
 def measure_forward(case: MultimodalCase, mode: str, media: Any) -> dict[str, Any]:

@@ -14,7 +14,14 @@ the log-sum-exp, one buffer per thread of the accumulate type::
 freed when the kernel returns. At a few hundred tokens it is noise; at Whisper's 1,500 encoder
 positions it is two 256 x 512 float blocks per thread (1,085,440 bytes on 2 threads, measured on the
 allocator as one allocation inside ``_scaled_dot_product_flash_attention_for_cpu``), the peak of a
-tiny Whisper's ``generate``. The backward's buffers are not modelled.
+tiny Whisper's ``generate``. The backward (``cpu_flash_attention_backward``), with the same blocks,
+allocates after its gradients (zeros) one buffer per thread for the block's attention and its gradient::
+
+    buf = at::empty({num_thread, 2 * qSplitSize * kvSplitSize}, accumulate_dtype)
+    buf_reduced = at::empty({num_thread, is_reduced_type ? qSplitSize * kvSplitSize : 0})
+
+(a tiny AST's 302 positions, 2 threads: 309,248 bytes, measured as one allocation inside
+``_scaled_dot_product_flash_attention_for_cpu_backward``).
 """
 
 from __future__ import annotations
@@ -25,9 +32,10 @@ import torch
 
 from estimator.peak.tracker import KernelScratch
 
-__all__ = ["FLASH_CPU", "flash_attention_scratch"]
+__all__ = ["FLASH_CPU", "FLASH_CPU_BACKWARD", "flash_attention_backward_scratch", "flash_attention_scratch"]
 
 FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+FLASH_CPU_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 _KV_SPLIT = 512
 
 
@@ -46,5 +54,18 @@ def flash_attention_scratch(args: tuple[Any, ...]) -> KernelScratch:
     accumulate = 4 if reduced or query.dtype == torch.float32 else query.element_size()
     per_thread = q_split * kv_split + 2 * q_split + q_split * head_v
     buf = threads * per_thread * accumulate
+    buf_reduced = threads * q_split * kv_split * query.element_size() if reduced else 0
+    return KernelScratch(with_outputs=buf + buf_reduced)
+
+
+def flash_attention_backward_scratch(args: tuple[Any, ...]) -> KernelScratch:
+    """The backward kernel's per-thread buffers for ``(grad_out, query, key, value, ...)``."""
+    query, key = args[1], args[2]
+    q_split = min(_q_split(query.shape[2]), query.shape[2])
+    kv_split = min(_KV_SPLIT, key.shape[2])
+    threads = torch.get_num_threads()
+    reduced = query.dtype in (torch.float16, torch.bfloat16)
+    accumulate = 4 if reduced or query.dtype == torch.float32 else query.element_size()
+    buf = threads * 2 * q_split * kv_split * accumulate
     buf_reduced = threads * q_split * kv_split * query.element_size() if reduced else 0
     return KernelScratch(with_outputs=buf + buf_reduced)

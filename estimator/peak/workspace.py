@@ -8,7 +8,8 @@ each on top of the live bytes of that instant, as a transient labelled ``tempora
 
 CPU, measured with ``torch.profiler``'s memory events on torch 2.14 (x86-64, AVX-512 and
 ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``), for 4-d and 5-d floating-point
-convolutions, which run in oneDNN (``aten::mkldnn_convolution``). oneDNN computes on
+convolutions, which run in oneDNN (``aten::mkldnn_convolution``), and 3-d ones (Conv1d), which ATen
+runs as 2-d ones of height 1 (``view1d_as_2d``; wav2vec2's feature encoder: exact in inference). oneDNN computes on
 channel-blocked layouts: channels padded to a multiple of the block, 16 with AVX-512, 8 below it.
 
 - Forward, contiguous (NCHW) input: the input is reordered into a blocked copy when it has 16 or
@@ -89,7 +90,7 @@ import torch
 from estimator.peak.conv_gemm import wide_patch_weight_grad_scratch
 from estimator.peak.cpu_isa import block_size
 from estimator.peak.depthwise import depthwise_backward_scratch
-from estimator.peak.flash_cpu import FLASH_CPU, flash_attention_scratch
+from estimator.peak.flash_cpu import FLASH_CPU, FLASH_CPU_BACKWARD, flash_attention_backward_scratch, flash_attention_scratch
 from estimator.peak.tracker import KernelScratch
 
 __all__ = ["block_size", "cpu_workspace"]
@@ -121,6 +122,8 @@ def cpu_workspace(func: Any, args: tuple[Any, ...], out: Any) -> KernelScratch |
         return KernelScratch(with_outputs=scratch) if scratch else None
     if func is FLASH_CPU:  # per-thread blocks of CPU flash attention (flash_cpu.py)
         return flash_attention_scratch(args)
+    if func is FLASH_CPU_BACKWARD:  # and of its backward
+        return flash_attention_backward_scratch(args)
     return None
 
 
