@@ -28,6 +28,17 @@ AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "audio_config": {"model_type": "audioflamingo3_encoder", "hidden_size": 32, "num_hidden_layers": 1,
                          "num_attention_heads": 2, "intermediate_size": 64, "num_mel_bins": 80, "max_source_positions": 1500},
         "projector_hidden_act": "gelu", "audio_token_id": 500}, cls="AudioFlamingo3ForConditionalGeneration"),
+    MultimodalCase("glmasr", "glmasr", {
+        "text_config": {"model_type": "llama", **_TEXT},
+        "audio_config": {"model_type": "glmasr_encoder", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                         "num_attention_heads": 2, "num_key_value_heads": 2, "num_mel_bins": 80},
+        "audio_token_id": 500}, cls="GlmAsrForConditionalGeneration"),
+    # the audio encoder's output_dim is the text model's width (the coverage bench's shrink leaves it at 3584)
+    MultimodalCase("qwen3_asr", "qwen3_asr", {
+        "text_config": {"model_type": "qwen3", **_TEXT},
+        "audio_config": {"model_type": "qwen3_asr_encoder", "d_model": 32, "encoder_layers": 1, "encoder_attention_heads": 2,
+                         "encoder_ffn_dim": 64, "num_mel_bins": 80, "output_dim": 64, "downsample_hidden_size": 16},
+        "audio_token_id": 500, "pad_token_id": 0}, cls="Qwen3ASRForConditionalGeneration"),
     # raw 16 kHz audio; no pad_token_id (as Moonshine's default config): training passes the decoder inputs
     MultimodalCase("moonshine", "moonshine", {
         "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "encoder_num_hidden_layers": 1,
@@ -36,7 +47,8 @@ AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
 ]}
 
 # the two clip lengths each case is measured at (seconds): a short clip and a long one within the 30 s window
-AUDIO_SECONDS: dict[str, tuple[float, float]] = {"qwen2_audio": (5.0, 20.0), "audioflamingo3": (5.0, 20.0), "moonshine": (5.0, 20.0)}
+AUDIO_SECONDS: dict[str, tuple[float, float]] = {"qwen2_audio": (5.0, 20.0), "audioflamingo3": (5.0, 20.0), "moonshine": (5.0, 20.0),
+                                                  "glmasr": (5.0, 20.0), "qwen3_asr": (5.0, 20.0)}
 
 
 def all_cases() -> dict[str, MultimodalCase]:
