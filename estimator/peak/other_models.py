@@ -5,7 +5,7 @@ trajectories, a draft head, and text models whose real use needs one more step t
 description, and what a real run does besides feeding them) or None for a model it does not know:
 
 - TimesFM: ``past_values`` (B, context_length), ``past_values_padding`` zeros (no padding) and ``freq``
-  (B,) the high-frequency class 0, as its docs describe them;
+  (B, 1) the high-frequency class 0, as ``TimesFmModelForPrediction`` makes them;
 - Decision Transformer: a trajectory of ``seq_len`` steps: ``states`` (B, L, state_dim), ``actions``
   (B, L, act_dim), ``rewards`` and ``returns_to_go`` (B, L, 1), ``timesteps`` 0..L-1, ``attention_mask`` ones;
 - MuseGlimmer's DFlash draft head: ``noise_embeds`` (B, block_size, hidden) and ``context_hidden_states``
@@ -55,8 +55,8 @@ def model_inputs(model: nn.Module, batch_size: int, seq_len: int) -> Found | Non
 def _timesfm(config: Any, b: int, n: int) -> Found:
     steps = int(config.context_length)
     arrays: dict[str, np.ndarray] = {"past_values": np.zeros((b, steps), np.float32), "past_values_padding": np.zeros((b, steps), np.int64),
-              "freq": np.zeros((b,), np.int64)}
-    return Found(arrays, f"past_values {b}x{steps} (context_length), past_values_padding zeros, freq 0")
+              "freq": np.zeros((b, 1), np.int32)}
+    return Found(arrays, f"past_values {b}x{steps} (context_length), past_values_padding zeros, freq {b}x1 class 0")
 
 
 def _decision_transformer(config: Any, b: int, n: int) -> Found:
