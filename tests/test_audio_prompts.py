@@ -56,3 +56,16 @@ def test_simulated_peak_matches_allocator(measured: dict[Job, Any], case: str, m
     assert any(truth["inputs"] in note for note in sim["notes"]), (truth["inputs"], sim["notes"])
     error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
     assert abs(error) <= TOLERANCE, f"{case} {mode}: simulated {sim['peak_bytes']:,} vs measured {truth['peak_bytes']:,} ({error:+.2%})"
+
+
+def test_estimate_with_audio_seconds(tmp_path: Any) -> None:
+    """Through estimate(): a config-only Qwen2-Audio folder, 5 s of audio beside 8 text words."""
+    import json
+
+    from estimator import estimate
+
+    (tmp_path / "config.json").write_text(json.dumps(AUDIO_CASES["qwen2_audio"].make_config().to_dict()))
+    row = estimate(str(tmp_path), dtypes=["float32"], mode="inference", seq_len=8, audio_seconds=5).row("float32")
+    assert row.method == "simulated", row.notes
+    assert any("5 s of audio at 16000 Hz per prompt, 125 audio tokens + 8 text tokens" in note for note in row.notes), row.notes
+    assert row.components.get("encoder_activations", 0) > 0, row.components
