@@ -10,9 +10,9 @@ one, from the model config (mel bins...). The processor is run on one clip of ra
 (``--audio-seconds``; default: the extractor's window, 30 s for Whisper's, else 10 s) and ``text_len``
 text words; the audio tokens it expands the clip into count in the prompt.
 
-Encoder-decoder speech models whose decoder is prompted by labels only (Canary, Cohere ASR, SeamlessM4T,
-SpeechT5, the speech encoder-decoder, Pop2Piano) get their feature extractor's features and
-``text_len`` decoder tokens as labels (:data:`SEQ2SEQ`). Nothing here runs a repository's code.
+The speech encoder-decoder (whose feature extractor is its encoder's) gets the features and ``text_len``
+decoder tokens as labels (:data:`SEQ2SEQ`); the other encoder-decoders (Whisper, Canary, Cohere ASR,
+SeamlessM4T, SpeechT5...) are :data:`estimator.peak.audio.SPEECH` entries. Nothing here runs a repository's code.
 """
 
 from __future__ import annotations
