@@ -51,9 +51,11 @@ def test_one_image_models_refuse_two() -> None:
     from estimator.errors import EstimatorError
     from estimator.peak.processors import Media, media_inputs
 
-    config = AutoConfig.for_model("blip-2", num_query_tokens=4)
+    config = AutoConfig.for_model("blip-2", num_query_tokens=4, image_token_index=50265)
     with pytest.raises(EstimatorError, match="one image per prompt"):
         media_inputs(config, Media(images=2, image_size=32), batch_size=1, text_len=4)
+    with pytest.raises(EstimatorError, match="no image_token_index"):  # the forward could not place the image tokens
+        media_inputs(AutoConfig.for_model("blip-2"), Media(images=1, image_size=32), batch_size=1, text_len=4)
     made = media_inputs(config, Media(images=1, image_size=32), batch_size=1, text_len=4)
     assert made.image_tokens == 4 and made.tensors["input_ids"].shape[1] == 8
     assert "pixel_values 1x3x" in made.description
