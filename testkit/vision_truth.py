@@ -7,7 +7,7 @@ of the work; training = two steps of forward, backward, ``torch.optim.AdamW`` st
 forked process. The inputs are the workload's own: what the model's transformers image processor returns
 for random images (:func:`estimator.peak.vision_inputs.processed`).
 
-``python -m testkit.vision_truth`` prints one JSON line per case and mode: truth, simulation, error.
+``python -m testkit.vision_truth [CASE...]`` prints one JSON line per case and mode: truth, simulation, error.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ CASES: dict[str, VisionCase] = {
     "video_llama_3_tower": VisionCase(_video_llama_3_tower, image_size=224),
     "detr": VisionCase(_detr, image_size=128),
     **{t: VisionCase(_bench(t), image_size=None) for t in ("hunyuan_vl_vision", "glm_image_vision", "cosmos3_edge_vision",
-                                                             "gemma4_vision", "kimi_k25_vision", "lfm3_vl_vision", "muse_spark_vision")},
+                                                             "gemma4_vision", "kimi_k25_vision", "lfm3_vl_vision", "muse_spark_vision",
+                                                             "mgp-str", "pp_lcnet", "seggpt", "rt_detr", "efficientloftr")},
     "siglip2_tower": VisionCase(_siglip2_tower, image_size=None),
 }
 
@@ -169,8 +170,11 @@ def run_jobs(jobs: list[Job], processes: int = 2) -> dict[Job, Any]:
 
 
 if __name__ == "__main__":
-    found = run_jobs([(k, c, m) for c in CASES for m in ("inference", "training") for k in ("truth", "sim")])
-    for c in CASES:
+    import sys
+
+    names = sys.argv[1:] or list(CASES)
+    found = run_jobs([(k, c, m) for c in names for m in ("inference", "training") for k in ("truth", "sim")])
+    for c in names:
         for m in ("inference", "training"):
             truth, sim = found[("truth", c, m)], found[("sim", c, m)]
             error = (sim["peak_bytes"] - truth) / truth if isinstance(truth, int) and isinstance(sim, dict) else None

@@ -14,7 +14,9 @@ the real run answers them.
 - **DETR-like detectors** (DETR, Conditional / Deformable DETR, Table Transformer, RT-DETR v1/v2, DEIMv2,
   PP-DocLayout v3/v4, LW-DETR, RF-DETR): ``pixel_values`` (B, 3, H, W) and, where the model takes it,
   ``pixel_mask`` (B, H, W) at the processor's resolution (DETR: 800 px for a square image; RT-DETR: 640 px),
-  or ``image_size`` square where it is given (RT-DETRv2's checkpoints name RT-DETR's processor). Training backpropagates the sum of the decoder's last
+  or ``image_size`` square where it is given (RT-DETRv2's checkpoints name RT-DETR's processor). LW-DETR and
+  RF-DETR, whose windowed ViT backbone tiles the patches of the image size it is built for, get the backbone
+  config's ``image_size``. Training backpropagates the sum of the decoder's last
   hidden state (the base model has no loss).
 - **Vision towers asked alone** (Idefics3 / SmolVLM / Granite-Docling, Siglip2, Gemma 4, the grid towers
   of GLM-Image, Cosmos3-Edge, Muse, Kimi-K2.5, LFM3-VL, HunYuan-VL, Inkling2, VideoLLaMA3): the parent
@@ -42,6 +44,8 @@ DETR_TYPES = frozenset({"detr", "conditional_detr", "deformable_detr", "table-tr
                         "pp_doclayout_v3", "pp_doclayout_v4", "lw_detr", "rf_detr"})
 # model types transformers maps no image processor to, and the one their checkpoints name
 _PROCESSOR_OF = {"rt_detr_v2": "rt_detr"}
+# detectors on a windowed ViT backbone, which takes the image size it was built for (its windows tile the patches)
+_WINDOWED = frozenset({"lw_detr", "rf_detr"})
 # processor output name -> the name a tower's forward takes it under
 _RENAMES = {"image_grid_thw": ("grid_thw", "image_grid_thw"), "image_position_ids": ("pixel_position_ids",),
             "image_merge_sizes": ("merge_sizes",), "pixel_attention_mask": ("pixel_attention_mask",),
@@ -55,10 +59,15 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     if not model_type:
         return None
     if model_type in DETR_TYPES and type(model).__name__.endswith("Model"):
+        if image_size is None and model_type in _WINDOWED:
+            image_size = _side(getattr(config.backbone_config, "image_size", None))
         size = {"height": image_size, "width": image_size} if image_size else None
         real = processed(_PROCESSOR_OF.get(model_type, model_type), {"size": size} if size else {}, batch_size, image_size or 800)
         params = _parameters(model)
         return _forward_sum(model, {k: v for k, v in real.items() if k in params}, f"{type(model).__name__} (DETR-like)")
+    found = _other_model(model, model_type, batch_size, image_size)
+    if found is not None:
+        return found
     parent = _tower_parent(model, model_type)
     if parent is not None:
         tower = _tower_inputs(model, parent, batch_size, image_size)
@@ -67,9 +76,64 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     return None
 
 
-def processed(model_type: str, settings: dict[str, Any], batch_size: int, size: int) -> dict[str, torch.Tensor]:
+def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size: int | None) -> Workload | None:
+    """MGP-STR, PP-LCNet and the keypoint matchers (see the module docstring), else None."""
+    from estimator.peak.inputs import ModelKind, Workload, _forward_all
+    from estimator.peak.known_values import KnownValues
+
+    config: Any = model.config
+    name = type(model).__name__
+    if model_type == "mgp-str":
+        height, width = (list(config.image_size) * 2)[:2] if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
+        real = _as_model_dtype(model, processed(model_type, {"size": {"height": int(height), "width": int(width)}}, batch_size,
+                                                image_size or int(width)))
+        shapes = _shapes(real)
+
+        def heads_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+            logits = m(**x).logits  # the character, BPE and WordPiece heads: a real training trains all three
+            return sum((t.float().sum() for t in logits), torch.zeros(()))
+
+        return Workload(ModelKind.VISION_BASE, _maker(real), heads_loss, lambda m, x: m(**x), f"{name}: {shapes}", KnownValues)
+    if model_type == "pp_lcnet" and name.endswith("ForImageClassification"):
+        real = _as_model_dtype(model, processed(model_type, {}, batch_size, image_size or 224))
+        classes = int(config.num_labels)
+
+        def class_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+            # the model returns its class logits (no loss, no labels argument): cross-entropy against labels drawn after
+            logits = m(**x).last_hidden_state
+            return torch.nn.functional.cross_entropy(logits, torch.randint(0, classes, (logits.shape[0],)))
+
+        return Workload(ModelKind.IMAGE_CLASSIFICATION, _maker(real), class_loss, lambda m, x: m(**x),
+                        f"{name}: {_shapes(real)}, cross-entropy against {classes} classes", KnownValues)
+    if model_type == "efficientloftr":  # (LightGlue's keypoints are where SuperPoint's scores pass a threshold: activations)
+        size = image_size or _side(getattr(config, "image_size", None)) or 480
+        real = _as_model_dtype(model, processed(model_type, {}, batch_size, size, pairs=True))
+        return _forward_all(ModelKind.VISION_BASE, _maker(real), f"{name}: image pairs, {_shapes(real)}", KnownValues)
+    if model_type == "seggpt":
+        # one image and one prompt image with its mask, each half of the config's image_size (SegGPT stacks them)
+        height, width = (list(config.image_size) * 2)[:2] if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
+        side = {"height": int(height) // 2, "width": int(width)}
+        real = _as_model_dtype(model, processed(model_type, {"size": side}, batch_size, image_size or int(width), prompts=True))
+        return _forward_all(ModelKind.VISION_BASE, _maker(real), f"{name}: image + prompt image and mask, {_shapes(real)}",
+                            KnownValues)
+    return None
+
+
+def _shapes(real: dict[str, torch.Tensor]) -> str:
+    return ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in real.items())
+
+
+def _as_model_dtype(model: nn.Module, real: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in real.items()}
+
+
+def processed(model_type: str, settings: dict[str, Any], batch_size: int, size: int, *, pairs: bool = False,
+              prompts: bool = False) -> dict[str, torch.Tensor]:
     """What ``model_type``'s transformers image processor (built with ``settings``) returns for
-    ``batch_size`` random RGB images of ``size`` x ``size`` pixels: real CPU tensors."""
+    ``batch_size`` random RGB images of ``size`` x ``size`` pixels (``pairs``: pairs of them, as keypoint
+    matchers take them; ``prompts``: each with a prompt image and a binary prompt mask, as SegGPT takes them):
+    real CPU tensors."""
     from torch.utils._python_dispatch import _disable_current_modes
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES, get_image_processor_class_from_name
 
@@ -80,8 +144,14 @@ def processed(model_type: str, settings: dict[str, Any], batch_size: int, size: 
     with _disable_current_modes():  # the processor's tensors are real ones, even when asked inside the fake mode
         processor = get_image_processor_class_from_name(name)(**settings)
         rng = np.random.default_rng(0)
-        images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch_size)]
-        out = processor(images=images, return_tensors="pt")
+        images: list[Any] = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch_size * (1 + pairs))]
+        if pairs:
+            images = [images[2 * i: 2 * i + 2] for i in range(batch_size)]
+        extra: dict[str, Any] = {}
+        if prompts:
+            extra = {"prompt_images": [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch_size)],
+                     "prompt_masks": [rng.integers(0, 2, (size, size), dtype=np.uint8) for _ in range(batch_size)], "num_labels": 1}
+        out = processor(images=images, return_tensors="pt", **extra)
         return {k: v.to("cpu") for k, v in out.items() if isinstance(v, torch.Tensor)}
 
 
