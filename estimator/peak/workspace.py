@@ -199,7 +199,7 @@ def _conv_backward(
     weight_phase = 0
     pad = _bf16_weight_grad_scratchpad(grad_out, x, w, stride, padding, dilation, groups, mask) if mask[1] else 0
     if mask[1] and (mask[0] or w.shape[1] >= _REORDER_CHANNELS):
-        scratch = g_b + x_b if groups == 1 else _nbytes(x)
+        scratch = g_b + (x_b if groups == 1 else _nbytes(x))  # grouped: an input-sized scratch beside the blocked grad_output
         weight_phase = max(scratch + pad, w_b, _small_input_reduction(x, w, groups))
     elif pad:  # a bfloat16 first layer: the blocked grad_output and the kernel's scratchpad
         weight_phase = g_b + pad
