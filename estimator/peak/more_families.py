@@ -2,15 +2,14 @@
 whose prompts are built by their processor with a recipe of their own, kept apart from the LLaVA/Qwen/Idefics
 families of :mod:`estimator.peak.processors`.
 
-- **Grid models** (GLM-4V/4.6V/OCR, PaddleOCR-VL, VideoLLaMA3, Qwen2.5-Omni's thinker, Cosmos3-Omni,
-  EXAONE 4.5, Muse-Glimmer, Kimi-K2.5, Qwen4-Exp): the image processor cuts the image into patches
-  (``patch_size``), groups them ``merge_size`` by ``merge_size`` (and ``temporal_patch_size`` frames), and
-  the processor writes one image token per merged patch between the family's start and end tokens.
-- **Fixed-count models** (BLIP-2, InstructBLIP: the Q-Former's ``num_query_tokens``; Kosmos-2's 64 latents;
-  Idefics' perceiver; Florence-2, GIT, PaliGemma-like prompts): the processor writes as many image tokens as
-  the config says each image becomes.
-- **Encoder-decoder captioners** (Pix2Struct, PP-FormulaNet, vision-encoder-decoder): the image goes to the
-  encoder and the text to the decoder (:mod:`estimator.peak.captioners`).
+- **Grid models** (here: GLM-4V/4.6V/OCR/GA, GLM-Image, PaddleOCR-VL, VideoLLaMA3, Qwen2.5-Omni's thinker,
+  Cosmos3-Omni, EXAONE 4.5, Muse-Glimmer, Kimi-K2.5, Qwen4-Exp): the image processor cuts the image into
+  patches (``patch_size``), groups them ``merge_size`` by ``merge_size`` (and ``temporal_patch_size`` frames),
+  and the processor writes one image token per merged patch between the family's start and end tokens.
+- **The others** (:mod:`estimator.peak.captioners`): fixed counts of image tokens (BLIP-2, InstructBLIP,
+  Kosmos-2(.5), Florence-2, Idefics, Step3p7, Phi-4-multimodal, PP-Chart2Table, ModernVBERT/UltraVBERT),
+  images beside the text (BLIP, GIT, TIPS v2) and encoder-decoder captioners (Pix2Struct, PP-FormulaNet,
+  UDOP, vision-encoder-decoder: the image to the encoder, the text to the decoder).
 
 Each family is built from the model config alone (the repo's ``preprocessor_config.json`` replaces the image
 processor settings where it exists); the token ids are the config's own.
