@@ -109,6 +109,25 @@ def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size:
         size = image_size or _side(getattr(config, "image_size", None)) or 480
         real = _as_model_dtype(model, processed(model_type, {}, batch_size, size, pairs=True))
         return _forward_all(ModelKind.VISION_BASE, _maker(real), f"{name}: image pairs, {_shapes(real)}", KnownValues)
+    if model_type == "imagegpt" and name.endswith("ForImageClassification"):
+        # the processor quantizes each pixel of an image of n_positions pixels to the nearest of the vocab - 1 colour
+        # clusters: input_ids (B, n_positions). The checkpoint's palette is not in the config; an even 3-d grid of
+        # colours in [-1, 1] stands for it (the ids' values change no shape)
+        side = int(int(config.n_positions) ** 0.5)
+        levels = round((int(config.vocab_size) - 1) ** (1 / 3))
+        axis = np.linspace(-1.0, 1.0, levels)
+        clusters = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
+        real = processed(model_type, {"clusters": clusters, "size": {"height": side, "width": side}}, batch_size, image_size or side)
+        real["labels"] = torch.zeros(batch_size, dtype=torch.long)
+        real.pop("pixel_values", None)
+
+        def image_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+            return m(**x).loss
+
+        return Workload(ModelKind.IMAGE_CLASSIFICATION, _maker(real), image_loss,
+                        lambda m, x: m(input_ids=x["input_ids"]), f"{name}: an image of {side}x{side} pixels quantized by ImageGPTImageProcessor (input_ids in place of "
+                        f"pixel_values): {_shapes(real)}",
+                        KnownValues)
     if model_type == "seggpt":
         # one image and one prompt image with its mask, each half of the config's image_size (SegGPT stacks them)
         height, width = (list(config.image_size) * 2)[:2] if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
