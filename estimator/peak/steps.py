@@ -41,6 +41,7 @@ from estimator.peak.caches import tensors_in as _tensors_in
 from estimator.peak.components import Component
 from estimator.peak.cuda_allocator import AllocatorPeaks, replay
 from estimator.peak.inputs import ModelKind, Workload, generate_kwargs, prefill_kwargs
+from estimator.peak.lru_shim import fresh_lru_caches
 from estimator.peak.shims import StandIns, cpu_rng_states, unpadded_masks
 from estimator.peak.tracker import PeakSnapshot, StorageRecord, StorageTracker
 from estimator.peak.training import OPTIMIZERS, Recipe, make_optimizer
@@ -119,7 +120,7 @@ def simulate_step(
     autocast = functools.partial(_autocast, autocast_dtype, device)
     rng = cpu_rng_states() if device == "cpu" else contextlib.nullcontext()  # on CUDA they are host memory
     hooks = on_tracker(tracker) if on_tracker is not None else contextlib.nullcontext()  # e.g. FSDP2's collectives (estimator.parallel.fsdp)
-    with _target_device(device), unpadded_masks(), rng, hooks:
+    with _target_device(device), unpadded_masks(), fresh_lru_caches(), rng, hooks:
         if mode == "training":
             step = _training(model, workload, fake_mode, tracker, device, optimizer, autocast, full_first_step)
         else:
