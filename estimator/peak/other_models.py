@@ -129,6 +129,7 @@ def _fastspeech2(config: Any, b: int, n: int) -> Found:
     expands the text by the durations its predictor outputs, which depend on the weights: not simulated."""
     from estimator.peak.inputs import ordinary_token
 
+    config = getattr(config, "model_config", None) or config  # FastSpeech2ConformerWithHifiGan: the acoustic model's config
     frames = n * FRAMES_PER_TOKEN
     mel = int(config.num_mel_bins)
     arrays: dict[str, np.ndarray] = {
