@@ -245,8 +245,9 @@ def workload_for(
     if kind is not ModelKind.TIMM_IMAGE and _accepts(model, "grid_thw") and _accepts(model, "hidden_states") and not _accepts(
         model, "input_ids"
     ):
-        # the towers that name the patches pixel_values (GLM-Image, HunYuan-VL) run too, but GLM-Image's
-        # training peak measured -33% against the allocator: left to the formula until that is found
+        # the towers that name the patches pixel_values (GLM-Image, HunYuan-VL...) are fed by
+        # estimator.peak.vision_inputs (their processor's patches and grid; GLM-Image's training peak measured
+        # within 0.01% of the allocator there, testkit/vision_truth.py)
         from estimator.peak.tower_inputs import patch_tower_inputs
 
         return _forward_all(ModelKind.VISION_BASE, *patch_tower_inputs(model, b, image_size, "hidden_states"))

@@ -22,6 +22,16 @@ the real run answers them.
   of GLM-Image, Cosmos3-Edge, Muse, Kimi-K2.5, LFM3-VL, HunYuan-VL, Inkling2, VideoLLaMA3): the parent
   processor's ``pixel_values`` (tiles flattened to one batch) and its grid / spatial shapes / position ids /
   masks under the names the tower's ``forward`` takes. Training backpropagates the sum of the first output.
+- **MGP-STR**: ``pixel_values`` at the config's (height, width); training backpropagates the sum of its
+  character, BPE and WordPiece heads' logits (the model has no loss). **PP-LCNet** classification: the
+  processor's ``pixel_values``; cross-entropy of its class logits (it returns them, takes no labels).
+  **SegGPT**: an image, a prompt image and its binary prompt mask, each half of the config's image size.
+  **EfficientLoFTR**: image pairs, ``pixel_values`` (B, 2, C, H, W) (inference; the library refuses to train it).
+  **ImageGPT** classification: an image of ``n_positions`` pixels quantized to colour-cluster ``input_ids``.
+
+Not fed here, and why (decided, not guessed): LightGlue's keypoints are where SuperPoint's scores pass a
+threshold, a value of the activations, not of the inputs; LeViT / EfficientNet training at batch 1 fails in
+the real run too (``BatchNorm1d``: "Expected more than 1 value per channel when training"; batch 2 simulates).
 """
 
 from __future__ import annotations
@@ -125,14 +135,15 @@ def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size:
             return m(**x).loss
 
         return Workload(ModelKind.IMAGE_CLASSIFICATION, _maker(real), image_loss,
-                        lambda m, x: m(input_ids=x["input_ids"]), f"{name}: an image of {side}x{side} pixels quantized by ImageGPTImageProcessor (input_ids in place of "
+                        lambda m, x: m(input_ids=x["input_ids"]),
+                        f"{name}: an image of {side}x{side} pixels quantized by ImageGPTImageProcessor (input_ids in place of "
                         f"pixel_values): {_shapes(real)}",
                         KnownValues)
     if model_type == "seggpt":
         # one image and one prompt image with its mask, each half of the config's image_size (SegGPT stacks them)
         height, width = (list(config.image_size) * 2)[:2] if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
-        side = {"height": int(height) // 2, "width": int(width)}
-        real = _as_model_dtype(model, processed(model_type, {"size": side}, batch_size, image_size or int(width), prompts=True))
+        half = {"height": int(height) // 2, "width": int(width)}
+        real = _as_model_dtype(model, processed(model_type, {"size": half}, batch_size, image_size or int(width), prompts=True))
         return _forward_all(ModelKind.VISION_BASE, _maker(real), f"{name}: image + prompt image and mask, {_shapes(real)}",
                             KnownValues)
     return None
