@@ -91,7 +91,12 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
     ``expand * hidden_size``, groups 1); an encoder-decoder without ``decoder_start_token_id`` gets
     its ``pad_token_id`` there, as T5's checkpoints state it.
     """
-    return _shrink(dict(config), level, _token_map(config) if level <= 2 else {}, recompute_layer_types)
+    small = _shrink(dict(config), level, _token_map(config) if level <= 2 else {}, recompute_layer_types)
+    if level == 1:  # the relations between sizes the real forward needs (testkit/shrink_fit.py's docstring)
+        from testkit.shrink_fit import fit
+
+        fit(config, small, width_keys=WIDTH_KEYS, width=WIDTH, ffn=FFN)
+    return small
 
 
 def _token_map(config: dict[str, Any]) -> dict[int, int]:

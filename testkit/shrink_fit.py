@@ -1,0 +1,152 @@
+"""Relations between sizes that the coverage bench's shrinking rule (:func:`testkit.coverage.shrink`)
+must keep, so that the small config's real forward runs (each found by building the small model and
+running it by hand; the config's own validator states none of them).
+
+:func:`fit` runs after the level-1 shrink on the whole (old, new) config pair:
+
+- **A width that equals a width follows it.** An integer ``*_hidden_size``, ``*_hidden_dim``,
+  ``*_in_dim`` or ``*_output_size`` whose default equals the default of a hidden width anywhere in the
+  config (:data:`testkit.coverage.WIDTH_KEYS`) becomes the new width (Vision-Text-Dual-Encoder's
+  ``pooler_output_size``, X-CLIP's ``mit_hidden_size``, OmDet-Turbo's ``text_projection_in_dim``,
+  SAM3's ``fpn_hidden_size``); its ``*_intermediate_size`` becomes the feed-forward size.
+- **A size that equals the head size follows it** (``*projection*`` keys): BROS's ``dim_bbox_projection``
+  (hidden / heads).
+- **Layer indices stay below the new depth**: ``vision_feature_layer`` lists into ``[-(n+1), n]`` (VipLlava),
+  ``intermediate_layers_indices`` and ``global_attn_indexes`` below ``n`` (Mllama, DeepSeek-VL-Hybrid's
+  SAM encoder), duplicates dropped; Mllama's ``vision_output_dim`` is ``hidden * (len(indices) + 1)``.
+- **Image grids scale with the image**: ``image_grid_pinpoints`` ``round(v / old) * new`` (LLaVA-NeXT).
+- **Stage widths end at the hidden size**: CLAP's ``patch_embeds_hidden_size`` doubles per stage,
+  ``hidden / 2**(stages - 1)``; ALIGN's vision tower ends at ``round_filters(out_channels[-1])`` which
+  must equal ``projection_dim`` (``width_coefficient = projection_dim / out_channels[-1]``).
+- **Layout embeddings fill the hidden size**: LayoutLMv3's ``4 * coordinate_size + 2 * shape_size = hidden``;
+  LiLT's six box embeddings of ``hidden // 6``: hidden 48.
+- **Llama 4's vision adapter**: ``intermediate_size = hidden / pixel_shuffle_ratio**2`` (the shuffled
+  channels its MLP reads), ``projector_input_dim = projector_output_dim = vision_output_dim``.
+- **CLVP**: the speech encoder reads the decoder's tokens (its vocabulary is the decoder's); its rotary
+  embedding has at least 32 dims, so heads are ``hidden // 32``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["fit"]
+
+_FOLLOWS_WIDTH = re.compile(r"_(hidden_size|hidden_dim|in_dim|output_size)$")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _widths(d: dict[str, Any], keys: set[str], found: set[int]) -> set[int]:
+    for key, value in d.items():
+        if isinstance(value, dict) and key not in ("id2label", "label2id"):
+            _widths(value, keys, found)
+        elif key in keys and _is_int(value):
+            found.add(value)
+    return found
+
+
+def _depth(d: dict[str, Any]) -> int | None:
+    return next((d[k] for k in ("num_hidden_layers", "depth", "num_layers") if _is_int(d.get(k))), None)
+
+
+def fit(old: dict[str, Any], new: dict[str, Any], *, width_keys: set[str], width: int, ffn: int) -> dict[str, Any]:
+    """``new`` (the level-1 shrink of ``old``) with the relations of the module docstring restored, in place."""
+    _fit(old, new, _widths(old, width_keys, set()), width_keys, width, ffn)
+    return new
+
+
+def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_keys: set[str], width: int, ffn: int) -> None:
+    for key, value in list(out.items()):
+        if isinstance(value, dict) and isinstance(d.get(key), dict) and key not in ("id2label", "label2id"):
+            _fit(d[key], value, old_widths, width_keys, width, ffn)
+    hidden: Any = next((out[k] for k in ("hidden_size", "d_model") if _is_int(out.get(k))), None)
+    old_hidden: Any = next((d[k] for k in ("hidden_size", "d_model") if _is_int(d.get(k))), None)
+    heads: Any = out.get("num_attention_heads")
+    old_heads: Any = d.get("num_attention_heads")
+    for key, value in list(out.items()):
+        if key in width_keys or not _is_int(value) or value != d.get(key):
+            continue
+        if _FOLLOWS_WIDTH.search(key) and value in old_widths and value > width:
+            out[key] = width
+            companion = _FOLLOWS_WIDTH.sub("_intermediate_size", key)
+            if _is_int(out.get(companion)) and out[companion] > ffn:
+                out[companion] = ffn
+        elif "projection" in key and _is_int(hidden) and _is_int(heads) and _is_int(old_hidden) and _is_int(old_heads) \
+                and value == old_hidden // old_heads and value != hidden // heads:
+            out[key] = hidden // heads
+    _layer_indices(out)
+    _image_grid(d, out)
+    _stages(d, out, hidden)
+    _layout(out, hidden)
+    _llama4_vision(out, hidden)
+    _clvp(out)
+
+
+def _layer_indices(out: dict[str, Any]) -> None:
+    vision = out.get("vision_config")
+    n = _depth(vision) if isinstance(vision, dict) else None
+    layers = out.get("vision_feature_layer")
+    if n is not None and isinstance(layers, list) and all(_is_int(v) for v in layers):
+        out["vision_feature_layer"] = [max(-(n + 1), min(v, n)) for v in layers]
+    n = _depth(out)
+    for key in ("intermediate_layers_indices", "global_attn_indexes"):
+        value = out.get(key)
+        if n is not None and isinstance(value, list) and value and all(_is_int(v) for v in value) and max(value) >= n:
+            out[key] = list(dict.fromkeys(min(v, n - 1) for v in value))
+    indices = out.get("intermediate_layers_indices")
+    if isinstance(indices, list) and _is_int(out.get("vision_output_dim")) and _is_int(out.get("hidden_size")):
+        out["vision_output_dim"] = out["hidden_size"] * (len(indices) + 1)  # Mllama: the last state and each chosen one
+
+
+def _image_grid(d: dict[str, Any], out: dict[str, Any]) -> None:
+    pins, vision, old_vision = out.get("image_grid_pinpoints"), out.get("vision_config"), d.get("vision_config")
+    if not (isinstance(pins, list) and isinstance(vision, dict) and isinstance(old_vision, dict)):
+        return
+    size, old = vision.get("image_size"), old_vision.get("image_size")
+    if _is_int(size) and _is_int(old) and size != old:
+        out["image_grid_pinpoints"] = [[max(1, round(v / old)) * size for v in pin] for pin in pins]
+
+
+def _stages(d: dict[str, Any], out: dict[str, Any], hidden: Any) -> None:
+    depths = out.get("depths")
+    if _is_int(out.get("patch_embeds_hidden_size")) and isinstance(depths, list) and _is_int(hidden):
+        out["patch_embeds_hidden_size"] = max(1, hidden // 2 ** (len(depths) - 1))  # CLAP's Swin doubles per stage
+    vision, projection = out.get("vision_config"), out.get("projection_dim")
+    if isinstance(vision, dict) and _is_int(projection) and isinstance(vision.get("width_coefficient"), (int, float)):
+        channels = vision.get("out_channels")
+        if isinstance(channels, list) and channels and _is_int(channels[-1]):
+            vision["width_coefficient"] = projection / channels[-1]  # ALIGN: image embeds are the tower's last channels
+
+
+def _layout(out: dict[str, Any], hidden: Any) -> None:
+    if not _is_int(hidden):
+        return
+    if _is_int(out.get("coordinate_size")) and _is_int(out.get("shape_size")) and 4 * out["coordinate_size"] + 2 * out["shape_size"] != hidden:
+        coordinate = hidden // 6
+        out["coordinate_size"], out["shape_size"] = coordinate, (hidden - 4 * coordinate) // 2
+    if _is_int(out.get("channel_shrink_ratio")) and "max_2d_position_embeddings" in out and hidden % 6:
+        out["hidden_size"] = 48  # LiLT: six box embeddings of hidden // 6 make the layout stream
+
+
+def _llama4_vision(out: dict[str, Any], hidden: Any) -> None:
+    ratio = out.get("pixel_shuffle_ratio")
+    if not (isinstance(ratio, float) and ratio > 0 and _is_int(hidden) and _is_int(out.get("vision_output_dim"))
+            and "projector_input_dim" in out):
+        return
+    out["intermediate_size"] = int(hidden / ratio**2)
+    out["projector_input_dim"] = out["projector_output_dim"] = out["vision_output_dim"]
+
+
+def _clvp(out: dict[str, Any]) -> None:
+    speech, decoder = out.get("speech_config"), out.get("decoder_config")
+    if isinstance(speech, dict) and isinstance(decoder, dict) and _is_int(decoder.get("vocab_size")):
+        speech["vocab_size"] = decoder["vocab_size"]
+    for key in ("text_config", "speech_config"):
+        sub = out.get(key)
+        if isinstance(sub, dict) and sub.get("use_rotary_embedding") and _is_int(sub.get("hidden_size")) \
+                and _is_int(sub.get("num_attention_heads")) and sub["hidden_size"] // sub["num_attention_heads"] < 32:
+            sub["num_attention_heads"] = max(1, sub["hidden_size"] // 32)
