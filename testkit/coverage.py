@@ -73,7 +73,7 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
     """A small config from a default one (a ``to_dict()``), sub-configs (any dict value) too.
 
     Level 1 (tried first): every hidden width key -> 64; feed-forward sizes -> 128 (expert and
-    shared-expert sizes -> 32); layer counts -> 2; attention heads -> 4, key/value heads -> 2
+    shared-expert sizes -> 32); layer counts -> 2; attention heads -> 4 (a count that divides 64: Swin's 3 -> 2), key/value heads -> 2
     (1 where 2 does not divide the heads; as many as the heads where they were), head dims -> 16 (MLA ranks 32, rope part and rotary_dim 16); vocab ->
     1024, with every token id at or above it moved to a distinct id at the top of the new vocab;
     experts -> 4, experts per token -> 2, expert groups -> 1; image size -> 64, patch size -> 16
@@ -117,6 +117,15 @@ def _token_map(config: dict[str, Any]) -> dict[int, int]:
     return {old: VOCAB - 1 - i for i, old in enumerate(sorted(ids))}
 
 
+def _divisor(heads: Any) -> Any:
+    """A head count that divides the new width (Swin's 3 first-stage heads on 64 channels: 2)."""
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads <= 0:
+        return heads
+    while WIDTH % heads:
+        heads -= 1
+    return heads
+
+
 def _lower(value: Any, target: int) -> Any:
     return min(value, target) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else value
 
@@ -157,7 +166,7 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         elif level == 1 and key in SMALL_FFN_KEYS:
             out[key] = _lower(value, 32)
         elif level == 1 and key in HEAD_KEYS:
-            out[key] = _lower(value, HEADS) if not isinstance(value, list) else [_lower(v, HEADS) for v in value]
+            out[key] = _divisor(_lower(value, HEADS)) if not isinstance(value, list) else [_divisor(_lower(v, HEADS)) for v in value]
         elif level == 1 and key in HEAD_DIM_KEYS:
             out[key] = _lower(value, HEAD_DIM)
         elif level == 1 and key in FIXED:
