@@ -209,6 +209,8 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         # HRM: its cache holds a slot per layer and cycle, num_hidden_layers = H_cycles * (L_cycles + 1) * num_layers_per_stack
         out["num_layers_per_stack"] = 1
         out["num_hidden_layers"] = out["H_cycles"] * (out["L_cycles"] + 1)
+    if "prediction_length" in out and out["prediction_length"] is None and "context_length" in out:
+        out["prediction_length"] = 24  # Autoformer, Informer, TimeSeriesTransformer: required, stated by each checkpoint
     if "num_sliding_attention_heads" in out and out.get("sliding_window", 0) is None:
         out["sliding_window"] = 16  # Step3p7 builds its sliding mask always; its default leaves the window to the checkpoint
     factor = out.get("qk_dim_factor")
