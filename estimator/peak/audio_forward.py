@@ -99,6 +99,17 @@ def _extractor_class(model_type: str) -> type | None:
     return cls
 
 
+def _processor_audio_kwargs(model_type: str) -> dict[str, Any]:
+    """The audio settings the type's own transformers processor passes its extractor (``audio_kwargs``:
+    LasrProcessor and ParakeetProcessor ask for the attention mask, which LasrForCTC's loss needs)."""
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    found = getattr(getattr(transformers, name, None), "audio_kwargs", None) if name else None
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def forward_simulated(model_type: str) -> bool:
     """Whether ``model_type`` is simulated here with its feature extractor's audio."""
     return model_type in FORWARD_TYPES and extractor_class(model_type) is not None
@@ -135,13 +146,14 @@ def forward_audio_inputs(config: Any, media: Media, *, batch_size: int, text_len
     seconds = media.audio_seconds or (float(window) if window else 10.0)
     rng = np.random.default_rng(seed)
     clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(batch_size)]
-    out: dict[str, Any] = dict(extractor(clips, sampling_rate=rate, return_tensors="pt"))
+    asked = {k: v for k, v in _processor_audio_kwargs(model_type).items() if k == "return_attention_mask"}
+    out: dict[str, Any] = dict(extractor(clips, sampling_rate=rate, return_tensors="pt", **asked))
     if "attention_mask" not in out and "return_attention_mask" in inspect.signature(extractor.__call__).parameters:
         # the mask the model's processor asks for (audio_kwargs return_attention_mask=True) and renames to
         # input_features_mask where the forward takes that (AudioFlamingo3Processor, Qwen3ASRProcessor...)
-        asked = extractor(clips, sampling_rate=rate, return_tensors="pt", return_attention_mask=True)
-        if "attention_mask" in asked:
-            out[_ASKED_MASK] = asked["attention_mask"]
+        masked = extractor(clips, sampling_rate=rate, return_tensors="pt", return_attention_mask=True)
+        if "attention_mask" in masked:
+            out[_ASKED_MASK] = masked["attention_mask"]
     renamed = RENAMED.get(model_type, {})
     tensors: dict[str, torch.Tensor] = {}
     for key, value in out.items():
