@@ -5,10 +5,14 @@ running it by hand; the config's own validator states none of them).
 :func:`fit` runs after the level-1 shrink on the whole (old, new) config pair:
 
 - **A width that equals a width follows it.** An integer ``*_hidden_size``, ``*_hidden_dim``,
-  ``*_in_dim`` or ``*_output_size`` whose default equals the default of a hidden width anywhere in the
+  ``*_in_dim``, ``*_out_dim`` or ``*_output_size`` whose default equals the default of a hidden width anywhere in the
   config (:data:`testkit.coverage.WIDTH_KEYS`) becomes the new width (Vision-Text-Dual-Encoder's
   ``pooler_output_size``, X-CLIP's ``mit_hidden_size``, OmDet-Turbo's ``text_projection_in_dim``,
   SAM3's ``fpn_hidden_size``); its ``*_intermediate_size`` becomes the feed-forward size.
+- **Key/value heads per layer** (``*key_value_heads*`` lists, ``num_key_value_attention_heads``) as the
+  key/value heads: as many as the heads where they were, else 2 (Sapiens2).
+- **A list of channels all equal to the hidden size follows it** (``*_channels``: OmDet-Turbo's
+  ``vision_features_channels``).
 - **A size that equals the head size follows it** (``*projection*`` keys): BROS's ``dim_bbox_projection``
   (hidden / heads).
 - **Layer indices stay below the new depth**: ``vision_feature_layer`` lists into ``[-(n+1), n]`` (VipLlava),
@@ -22,6 +26,7 @@ running it by hand; the config's own validator states none of them).
   LiLT's six box embeddings of ``hidden // 6``: hidden 48.
 - **Llama 4's vision adapter**: ``intermediate_size = hidden / pixel_shuffle_ratio**2`` (the shuffled
   channels its MLP reads), ``projector_input_dim = projector_output_dim = vision_output_dim``.
+- **OmDet-Turbo**: text width = ``class_embed_dim`` = twice the decoder's width (see :func:`_omdet`).
 - **CLVP**: the speech encoder reads the decoder's tokens (its vocabulary is the decoder's); its rotary
   embedding has at least 32 dims, so heads are ``hidden // 32``.
 """
@@ -33,7 +38,7 @@ from typing import Any
 
 __all__ = ["fit"]
 
-_FOLLOWS_WIDTH = re.compile(r"_(hidden_size|hidden_dim|in_dim|output_size)$")
+_FOLLOWS_WIDTH = re.compile(r"_(hidden_size|hidden_dim|in_dim|out_dim|output_size)$")
 
 
 def _is_int(v: Any) -> bool:
@@ -78,12 +83,28 @@ def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_key
         elif "projection" in key and _is_int(hidden) and _is_int(heads) and _is_int(old_hidden) and _is_int(old_heads) \
                 and value == old_hidden // old_heads and value != hidden // heads:
             out[key] = hidden // heads
+        elif key in ("num_key_value_attention_heads",) and _is_int(heads) and _is_int(old_heads):
+            out[key] = _kv(value, heads, old_heads)
+    for key, value in list(out.items()):
+        if not (isinstance(value, list) and value and all(_is_int(v) for v in value)):
+            continue
+        if key.endswith("_channels") and _is_int(old_hidden) and all(v == old_hidden for v in value) and hidden != old_hidden:
+            out[key] = [hidden] * len(value)  # OmDet-Turbo's vision_features_channels: the encoder's width
+        elif "key_value_heads" in key and _is_int(heads) and _is_int(old_heads):
+            out[key] = [_kv(v, heads, old_heads) for v in value]  # Sapiens2's per-layer key/value heads
     _layer_indices(out)
     _image_grid(d, out)
     _stages(d, out, hidden)
     _layout(out, hidden)
     _llama4_vision(out, hidden)
     _clvp(out)
+    _omdet(out)
+
+
+def _kv(value: int, heads: int, old_heads: int) -> int:
+    """Key/value heads as :func:`testkit.coverage.shrink` sets them: as many as the heads where they were, else 2 (1 where 2 does not divide)."""
+    kv = heads if value == old_heads else min(value, 2)
+    return kv if heads % kv == 0 else 1
 
 
 def _layer_indices(out: dict[str, Any]) -> None:
@@ -150,3 +171,15 @@ def _clvp(out: dict[str, Any]) -> None:
         if isinstance(sub, dict) and sub.get("use_rotary_embedding") and _is_int(sub.get("hidden_size")) \
                 and _is_int(sub.get("num_attention_heads")) and sub["hidden_size"] // sub["num_attention_heads"] < 32:
             sub["num_attention_heads"] = max(1, sub["hidden_size"] // 32)
+
+
+def _omdet(out: dict[str, Any]) -> None:
+    """OmDet-Turbo: the text width is ``class_embed_dim`` (its task encoder reads the text states), and
+    transformers builds ``task_project`` only where ``class_embed_dim`` differs from the decoder's width
+    (its checkpoints: 512 against 256), so the text side gets twice the width."""
+    text = out.get("text_config")
+    if not (isinstance(text, dict) and _is_int(out.get("class_embed_dim")) and _is_int(out.get("decoder_hidden_dim"))
+            and _is_int(text.get("hidden_size")) and "text_projection_in_dim" in out):
+        return
+    wide = 2 * out["decoder_hidden_dim"]
+    text["hidden_size"] = out["text_projection_in_dim"] = out["text_projection_out_dim"] = out["class_embed_dim"] = wide
