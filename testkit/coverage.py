@@ -76,7 +76,7 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
     shared-expert sizes -> 32); layer counts -> 2; attention heads -> 4 (a count that divides 64: Swin's 3 -> 2), key/value heads -> 2
     (1 where 2 does not divide the heads; as many as the heads where they were), head dims -> 16 (MLA ranks 32, rope part and rotary_dim 16); vocab ->
     1024, with every token id at or above it moved to a distinct id at the top of the new vocab;
-    experts -> 4, experts per token -> 2, expert groups -> 1; image size -> 64, patch size -> 16
+    experts -> 4, experts per token -> 2, expert groups -> 1; image size -> 64 (kept for a windowed hierarchy: Swin's last stage holds a window), patch size -> 16
     (where larger), image tokens per image -> 16; lists of per-stage depths -> 1 each. Never raised, only lowered.
     Level 2: only layers, vocab and experts (widths, heads and image sizes kept).
     Level 3: only layers.
@@ -171,6 +171,8 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             out[key] = _lower(value, HEAD_DIM)
         elif level == 1 and key in FIXED:
             out[key] = _lower(value, FIXED[key])
+        elif level == 1 and key in IMAGE_KEYS and isinstance(d.get("window_size"), int) and isinstance(d.get("depths"), list):
+            out[key] = value  # a windowed hierarchy (Swin, Donut-Swin): its last stage must still hold a window
         elif level == 1 and key in IMAGE_KEYS:
             out[key] = _lower(value, IMAGE) if not isinstance(value, list) else [_lower(v, IMAGE) for v in value]
         elif level == 1 and key in PATCH_KEYS:
