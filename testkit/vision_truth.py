@@ -102,7 +102,7 @@ CASES: dict[str, VisionCase] = {
     "detr": VisionCase(_detr, image_size=128),
     **{t: VisionCase(_bench(t), image_size=None) for t in ("hunyuan_vl_vision", "glm_image_vision", "cosmos3_edge_vision",
                                                              "gemma4_vision", "kimi_k25_vision", "lfm3_vl_vision", "muse_spark_vision",
-                                                             "mgp-str", "pp_lcnet", "seggpt", "rt_detr", "efficientloftr", "imagegpt")},
+                                                             "mgp-str", "pp_lcnet", "seggpt", "rt_detr", "efficientloftr", "imagegpt", "d_fine")},
     "siglip2_tower": VisionCase(_siglip2_tower, image_size=None),
 }
 

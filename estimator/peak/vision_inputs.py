@@ -14,7 +14,7 @@ the real run answers them.
 - **DETR-like detectors** (DETR, Conditional / Deformable DETR, Table Transformer, RT-DETR v1/v2, DEIMv2,
   PP-DocLayout v3/v4, LW-DETR, RF-DETR): ``pixel_values`` (B, 3, H, W) and, where the model takes it,
   ``pixel_mask`` (B, H, W) at the processor's resolution (DETR: 800 px for a square image; RT-DETR: 640 px),
-  or ``image_size`` square where it is given (RT-DETRv2's checkpoints name RT-DETR's processor). LW-DETR and
+  or ``image_size`` square where it is given (RT-DETRv2's and D-FINE's checkpoints name RT-DETR's processor). LW-DETR and
   RF-DETR, whose windowed ViT backbone tiles the patches of the image size it is built for, get the backbone
   config's ``image_size``. Training backpropagates the sum of the decoder's last
   hidden state (the base model has no loss).
@@ -53,9 +53,9 @@ if TYPE_CHECKING:
 __all__ = ["processed", "workload"]
 
 DETR_TYPES = frozenset({"detr", "conditional_detr", "deformable_detr", "table-transformer", "rt_detr", "rt_detr_v2", "deimv2",
-                        "pp_doclayout_v3", "pp_doclayout_v4", "lw_detr", "rf_detr"})
+                        "pp_doclayout_v3", "pp_doclayout_v4", "lw_detr", "rf_detr", "d_fine"})
 # model types transformers maps no image processor to, and the one their checkpoints name
-_PROCESSOR_OF = {"rt_detr_v2": "rt_detr"}
+_PROCESSOR_OF = {"rt_detr_v2": "rt_detr", "d_fine": "rt_detr"}
 # detectors on a windowed ViT backbone, which takes the image size it was built for (its windows tile the patches)
 _WINDOWED = frozenset({"lw_detr", "rf_detr"})
 # processor output name -> the name a tower's forward takes it under
