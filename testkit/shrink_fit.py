@@ -39,6 +39,9 @@ from typing import Any
 __all__ = ["fit"]
 
 _FOLLOWS_WIDTH = re.compile(r"_(hidden_size|hidden_dim|in_dim|out_dim|output_size)$")
+# named like widths, but not one: MobileBERT's bottleneck width (its own rule, ``intra_bottleneck_size``),
+# Pix2Struct's flattened patch (patch height * width * channels, what its processor makes)
+_NOT_WIDTHS = {"true_hidden_size", "patch_embed_hidden_size"}
 
 
 def _is_int(v: Any) -> bool:
@@ -73,9 +76,9 @@ def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_key
     heads: Any = out.get("num_attention_heads")
     old_heads: Any = d.get("num_attention_heads")
     for key, value in list(out.items()):
-        if key in width_keys or not _is_int(value) or value != d.get(key):
+        if not isinstance(key, str) or key in width_keys or not _is_int(value) or value != d.get(key):
             continue
-        if _FOLLOWS_WIDTH.search(key) and value in old_widths and value > width:
+        if _FOLLOWS_WIDTH.search(key) and key not in _NOT_WIDTHS and value in old_widths and value > width:
             out[key] = width
             companion = _FOLLOWS_WIDTH.sub("_intermediate_size", key)
             if _is_int(out.get(companion)) and out[companion] > ffn:
@@ -86,7 +89,7 @@ def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_key
         elif key in ("num_key_value_attention_heads",) and _is_int(heads) and _is_int(old_heads):
             out[key] = _kv(value, heads, old_heads)
     for key, value in list(out.items()):
-        if not (isinstance(value, list) and value and all(_is_int(v) for v in value)):
+        if not (isinstance(key, str) and isinstance(value, list) and value and all(_is_int(v) for v in value)):
             continue
         if key.endswith("_channels") and _is_int(old_hidden) and all(v == old_hidden for v in value) and hidden != old_hidden:
             out[key] = [hidden] * len(value)  # OmDet-Turbo's vision_features_channels: the encoder's width
