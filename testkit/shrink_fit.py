@@ -16,7 +16,7 @@ running it by hand; the config's own validator states none of them).
 - **A size that equals the head size follows it** (``*projection*`` keys): BROS's ``dim_bbox_projection``
   (hidden / heads).
 - **Layer indices stay below the new depth**: ``vision_feature_layer`` lists into ``[-(n+1), n]`` (VipLlava),
-  ``intermediate_layers_indices`` and ``global_attn_indexes`` below ``n`` (Mllama, DeepSeek-VL-Hybrid's
+  ``intermediate_layers_indices`` and a SAM ViT's ``global_attn_indexes`` below ``n`` (Mllama, DeepSeek-VL-Hybrid's
   SAM encoder), duplicates dropped; Mllama's ``vision_output_dim`` is ``hidden * (len(indices) + 1)``.
 - **Image grids scale with the image**: ``image_grid_pinpoints`` ``round(v / old) * new`` (LLaVA-NeXT).
 - **Stage widths end at the hidden size**: CLAP's ``patch_embeds_hidden_size`` doubles per stage,
@@ -117,8 +117,12 @@ def _layer_indices(out: dict[str, Any]) -> None:
     if n is not None and isinstance(layers, list) and all(_is_int(v) for v in layers):
         out["vision_feature_layer"] = [max(-(n + 1), min(v, n)) for v in layers]
     n = _depth(out)
+    # global attention layers: only in SAM's ViT (which has a neck, ``output_channels``); SAM3's ViTDet
+    # backbone builds its rotary tables per window, a global layer at 64 px does not fit them
     for key in ("intermediate_layers_indices", "global_attn_indexes"):
         value = out.get(key)
+        if key == "global_attn_indexes" and "output_channels" not in out:
+            continue
         if n is not None and isinstance(value, list) and value and all(_is_int(v) for v in value) and max(value) >= n:
             out[key] = list(dict.fromkeys(min(v, n - 1) for v in value))
     indices = out.get("intermediate_layers_indices")
