@@ -49,7 +49,7 @@ def _cache_clear(obj: Any, code: Any) -> Callable[[], None] | None:
         except ValueError:  # an empty cell
             continue
         if callable(clear):
-            return clear  # type: ignore[no-any-return]
+            return clear
     return None
 
 
