@@ -285,6 +285,8 @@ def _fit_ssm(out: dict[str, Any]) -> None:
     if "mamba_n_heads" in out and "mamba_d_head" in out:
         inner = int((out.get("mamba_expand") or 2) * hidden)
         out["mamba_d_head"], out["mamba_n_heads"] = HEAD_DIM, max(1, inner // HEAD_DIM)
+        if isinstance(out.get("mamba_d_ssm"), int):  # Falcon-H1: its SSM width is the heads' (its validator's rule)
+            out["mamba_d_ssm"] = out["mamba_d_head"] * out["mamba_n_heads"]
         if "mamba_n_groups" in out:
             out["mamba_n_groups"] = 1
     elif "n_mamba_heads" in out and isinstance(out.get("mamba_headdim"), int):  # Zamba2 (its __post_init__ rule)
