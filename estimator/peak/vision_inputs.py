@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from estimator.peak.inputs import Workload
+    from estimator.peak.basic_inputs import Workload
 
 __all__ = ["processed", "workload"]
 
@@ -83,14 +83,17 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     parent = _tower_parent(model, model_type)
     if parent is not None:
         tower = _tower_inputs(model, parent, batch_size, image_size)
-        if tower is not None:
+        plain = tower is not None and list(tower) == ["pixel_values"] and tower["pixel_values"].dim() == 4
+        if tower is not None and not (plain and getattr(model, "main_input_name", None) == "pixel_values"):
+            # (a tower whose main input is a plain image batch, CLIP's, stays on the generic image path: the
+            # image of its config's size)
             return _forward_sum(model, tower, f"vision tower of {parent} asked alone")
     return None
 
 
 def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size: int | None) -> Workload | None:
     """MGP-STR, PP-LCNet and the keypoint matchers (see the module docstring), else None."""
-    from estimator.peak.inputs import ModelKind, Workload, _forward_all
+    from estimator.peak.basic_inputs import ModelKind, Workload, _forward_all
     from estimator.peak.known_values import KnownValues
 
     config: Any = model.config
@@ -256,7 +259,7 @@ def _parameters(model: nn.Module) -> set[str]:
 
 def _forward_sum(model: nn.Module, real: dict[str, torch.Tensor], what: str) -> Workload:
     """Feed ``real`` (fakes of it inside the fake mode) by name; training backpropagates the sum of the first output."""
-    from estimator.peak.inputs import ModelKind, _forward_all
+    from estimator.peak.basic_inputs import ModelKind, _forward_all
     from estimator.peak.known_values import KnownValues
 
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in real.items())
