@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from estimator.peak.audio_forward import FORWARD_TYPES, forward_audio_inputs, forward_audio_workload, forward_simulated
-from estimator.peak.processors import _TEXT_ID, Media, MediaInputs
+from estimator.peak.family import _TEXT_ID, Media, MediaInputs
 
 __all__ = ["SPEECH", "Speech", "audio_inputs", "audio_simulated", "audio_workload", "simulated_audio_types"]
 

@@ -31,9 +31,9 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from estimator.peak.inputs import ModelKind, Workload, first_tensor
+from estimator.peak.basic_inputs import ModelKind, Workload, first_tensor
+from estimator.peak.family import _TEXT_ID, Media, MediaInputs
 from estimator.peak.known_values import KnownValues, know
-from estimator.peak.processors import _TEXT_ID, Media, MediaInputs
 
 __all__ = ["FORWARD_TYPES", "AudioInputs", "AudioWorkload", "Feed", "extractor_class", "feed", "forward_audio_inputs", "forward_audio_workload",
            "forward_simulated", "run_inference", "training_loss"]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from estimator.peak.processors import _TEXT_ID, Family, Media, MediaInputs, _tokenizer
+from estimator.peak.family import _TEXT_ID, Family, Media, MediaInputs, _tokenizer
 
 __all__ = ["PROMPT_TYPES", "SEQ2SEQ", "prompt_inputs"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from estimator.peak.processors import Family
+    from estimator.peak.family import Family
 
 __all__ = ["captioner_families"]
 
@@ -58,7 +58,7 @@ def _one_image(name: str, images: list[Any]) -> None:
 
 def _stand_in(config: Any) -> Any:
     """A second stand-in word-level tokenizer (InstructBLIP's Q-Former reads the prompt through its own)."""
-    from estimator.peak.processors import Family, _tokenizer
+    from estimator.peak.family import Family, _tokenizer
 
     return _tokenizer(config, Family(tokens={}, placeholder=""))
 
@@ -189,7 +189,7 @@ def _vbert_image(config: Any) -> dict[str, Any]:
 
 
 def _vbert(**classes: str) -> Family:
-    from estimator.peak.processors import Family
+    from estimator.peak.family import Family
 
     tags = ["<global-img>", *(f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6))]
     return Family(tokens={"<image>": _IMAGE_IDS, "<fake_token_around_image>": (), "<end_of_utterance>": ()},
@@ -238,7 +238,7 @@ def _udop_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
 
 def captioner_families() -> dict[str, Family]:
     """model_type -> its processor family."""
-    from estimator.peak.processors import Family
+    from estimator.peak.family import Family
 
     # the processor adds "<image>" as its own AddedToken (a tokenizer attribute would be a plain string)
     blip2 = Family(tokens={"<image>": _IMAGE_IDS}, placeholder="",

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from estimator.peak.inputs import ModelKind, Workload, prefill_kwargs
+from estimator.peak.basic_inputs import ModelKind, Workload, prefill_kwargs
 from estimator.peak.known_values import KnownValues, know
 from estimator.peak.processors import MediaInputs
 
@@ -112,7 +112,7 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         with encoder_labelled(m):
             if not hasattr(m, "prepare_inputs_for_generation"):  # a base model: no loss of its own
-                from estimator.peak.inputs import first_tensor
+                from estimator.peak.basic_inputs import first_tensor
 
                 return first_tensor(m(**{k: v for k, v in x.items() if k != "labels"})).sum()
             return m(**x).loss

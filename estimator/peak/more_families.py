@@ -21,7 +21,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from estimator.peak.processors import Family
+    from estimator.peak.family import Family
 
 __all__ = ["more_families"]
 
@@ -52,7 +52,7 @@ def _grid(image: str, start: str = "", end: str = "", *, image_ids: tuple[str, .
           start_ids: tuple[str, ...] = (), end_ids: tuple[str, ...] = (), video: str = "", video_ids: tuple[str, ...] = (),
           extra: tuple[str, ...] = (), classes: dict[str, str] | None = None, size: int = 448) -> Family:
     """A grid family: ``start`` + ``image`` + ``end`` in the prompt for one image, the processor expanding ``image``."""
-    from estimator.peak.processors import Family
+    from estimator.peak.family import Family
 
     tokens: dict[str, tuple[str, ...]] = {image: image_ids}
     if start:

@@ -32,7 +32,7 @@ from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
 if TYPE_CHECKING:
-    from estimator.peak.inputs import Workload
+    from estimator.peak.basic_inputs import Workload
     from estimator.peak.other_models import Found
 
 __all__ = ["AUDIO_SECONDS", "codec_arrays", "workload"]
@@ -165,7 +165,7 @@ def _forward_all(model: nn.Module, arrays: dict[str, np.ndarray], description: s
     backpropagates the first output that carries a gradient, inference is one forward (or what
     ``found`` says a real run does)."""
     from estimator.build.scalars import scalar_buffers
-    from estimator.peak.inputs import ModelKind, Workload
+    from estimator.peak.basic_inputs import ModelKind, Workload
     from estimator.peak.known_values import KnownValues, know
 
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
@@ -224,7 +224,7 @@ def _same_dtype_to_is_a_no_op() -> Iterator[None]:
 
 def _first_with_grad(out: Any) -> torch.Tensor:
     """The first output that carries a gradient (a codec's ``audio_values``, not its integer ``audio_codes``)."""
-    from estimator.peak.inputs import first_tensor
+    from estimator.peak.basic_inputs import first_tensor
 
     items = out.to_tuple() if hasattr(out, "to_tuple") else out if isinstance(out, (tuple, list)) else (out,)
     found = next((t for t in items if isinstance(t, torch.Tensor) and t.requires_grad), None)

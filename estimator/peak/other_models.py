@@ -77,7 +77,7 @@ def _draft_head(config: Any, b: int, n: int) -> Found:
 
 
 def _masked_lm(config: Any, b: int, n: int) -> dict[str, np.ndarray]:
-    from estimator.peak.inputs import ordinary_token
+    from estimator.peak.basic_inputs import ordinary_token
 
     vocab = int(config.vocab_size)
     ids = np.full((b, n), ordinary_token(config, vocab), np.int64)
@@ -100,7 +100,7 @@ def _reformer(config: Any, b: int, n: int) -> Found:
 
 
 def _seq2seq_generate(config: Any, b: int, n: int) -> Found:
-    from estimator.peak.inputs import ordinary_token
+    from estimator.peak.basic_inputs import ordinary_token
 
     vocab = int(config.vocab_size)
     token = ordinary_token(config, vocab)
@@ -110,7 +110,7 @@ def _seq2seq_generate(config: Any, b: int, n: int) -> Found:
     def infer(m: nn.Module, x: dict[str, Any]) -> Any:
         import torch
 
-        from estimator.peak.inputs import prefill_kwargs
+        from estimator.peak.basic_inputs import prefill_kwargs
 
         encoder_outputs = m.get_encoder()(input_ids=x["input_ids"])  # type: ignore[operator]  # generate's first call
         decoder_ids = torch.full((x["input_ids"].shape[0], 1), int(start), dtype=torch.long)
@@ -127,7 +127,7 @@ def _fastspeech2(config: Any, b: int, n: int) -> Found:
     """Training: the text ids with an alignment (``duration_labels``: every token lasting
     :data:`FRAMES_PER_TOKEN` frames) and the mel, pitch and energy targets it trains on. Inference
     expands the text by the durations its predictor outputs, which depend on the weights: not simulated."""
-    from estimator.peak.inputs import ordinary_token
+    from estimator.peak.basic_inputs import ordinary_token
 
     config = getattr(config, "model_config", None) or config  # FastSpeech2ConformerWithHifiGan: the acoustic model's config
     frames = n * FRAMES_PER_TOKEN

@@ -42,7 +42,7 @@ def audio_features(model: nn.Module, b: int) -> tuple[str, Maker] | None:
         longer = np.asarray(made["is_longer"]).reshape(b, 1)
 
         def make_clap() -> dict[str, torch.Tensor]:
-            from estimator.peak.pair_inputs import known
+            from estimator.peak.known_inputs import known
 
             return {"input_features": torch.randn(shape, dtype=dtype),
                     "is_longer": known(longer.shape, bool(longer.any()), torch.bool)}

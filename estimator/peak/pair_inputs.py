@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from estimator.peak.inputs import ModelKind
+from estimator.peak.basic_inputs import ModelKind
+from estimator.peak.known_inputs import known
 
 if TYPE_CHECKING:
-    from estimator.peak.inputs import Workload
+    from estimator.peak.basic_inputs import Workload
 
 __all__ = ["Maker", "known", "known_boxes", "pair_workload", "text_inputs", "workload"]
 
@@ -50,14 +51,10 @@ _OBJECTS = 36  # LXMERT's detected objects per image (its Faster R-CNN features:
 
 
 def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int | None) -> Workload | None:
-    """The workload of a model of :data:`_DUAL`, :data:`_BOXES`, LXMERT or :data:`~estimator.peak.pair_more.TYPES`
-    whose forward takes those inputs; else None."""
-    from estimator.peak import pair_more
-
+    """The workload of a model of :data:`_DUAL`, :data:`_BOXES` or LXMERT whose forward takes those inputs; else None
+    (:mod:`estimator.peak.pair_more` is asked before this module, by :func:`estimator.peak.inputs.workload_for`)."""
     config: Any = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    if model_type in pair_more.TYPES:
-        return pair_more.workload(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
     if model_type not in _DUAL | _BOXES | {"lxmert"} or not _accepts(model, "input_ids"):
         return None
     b = batch_size
@@ -76,7 +73,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
 
 
 def _accepts(model: nn.Module, arg: str) -> bool:
-    from estimator.peak.inputs import _accepts as accepts
+    from estimator.peak.basic_inputs import _accepts as accepts
 
     return accepts(model, arg)
 
@@ -105,25 +102,10 @@ def _text_len(model: nn.Module, seq_len: int) -> int:
     return max(1, min(seq_len, positions - offset))
 
 
-def known(shape: tuple[int, ...], value: int | bool, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    """A tensor of ``value`` everywhere (a fake inside a fake mode, whose values
-    :class:`~estimator.peak.known_values.KnownValues` knows; outside one: the real tensor)."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    from estimator.peak.known_values import know
-
-    t = torch.full(shape, value, dtype=dtype)
-    if not isinstance(t, torch._subclasses.fake_tensor.FakeTensor):
-        return t
-    with _disable_current_modes():
-        real = torch.full(shape, value, dtype=dtype, device="cpu")
-    return know(t, real)
-
-
 def text_inputs(model: nn.Module, b: int, seq_len: int) -> tuple[str, Maker]:
     """Ordinary tokens (no special id) with the all-ones mask, as a tokenizer pads a batch of equal prompts;
     ``seq_len`` tokens, at most the text tower's positions."""
-    from estimator.peak.inputs import _known_ids, ordinary_token
+    from estimator.peak.basic_inputs import _known_ids, ordinary_token
 
     config: Any = model.config
     vocab = int(getattr(_text_config(config), "vocab_size", None) or 1000)
@@ -233,7 +215,7 @@ def pair_workload(model: nn.Module, parts: list[tuple[str, Maker]], kind: ModelK
     """Every part's inputs fed by name. Training: the model's loss on the ``labels`` a part gives (an
     image classifier's), else its contrastive loss (``return_loss=True``) where its forward has one,
     else the sum of the first output. Inference: one forward without the labels."""
-    from estimator.peak.inputs import Workload, first_tensor
+    from estimator.peak.basic_inputs import Workload, first_tensor
 
     contrastive = _accepts(model, "return_loss")
 

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from estimator.peak.inputs import ModelKind
+from estimator.peak.basic_inputs import ModelKind
 from estimator.peak.pair_inputs import Maker, known, known_boxes, pair_workload, text_inputs
 
 if TYPE_CHECKING:
-    from estimator.peak.inputs import Workload
+    from estimator.peak.basic_inputs import Workload
 
 __all__ = ["TYPES", "workload"]
 
@@ -38,7 +38,9 @@ _CLASSES = 80  # class names per image: the 80 COCO classes, the detector's usua
 
 def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int | None) -> Workload | None:
     """The workload of a model of :data:`TYPES` whose forward takes these inputs; else None."""
-    config: Any = model.config
+    config: Any = getattr(model, "config", None)
+    if getattr(config, "model_type", None) not in TYPES:
+        return None
     b = batch_size
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     name = type(model).__name__
@@ -56,7 +58,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
 
 
 def _takes(model: nn.Module, arg: str) -> bool:
-    from estimator.peak.inputs import _accepts
+    from estimator.peak.basic_inputs import _accepts
 
     return _accepts(model, arg)
 
@@ -95,7 +97,7 @@ def _qformer(config: Any, b: int, dtype: torch.dtype) -> tuple[str, Maker]:
 
 
 def _omdet(model: nn.Module, b: int, image_size: int | None, dtype: torch.dtype) -> list[tuple[str, Maker]]:
-    from estimator.peak.inputs import _known_ids, ordinary_token
+    from estimator.peak.basic_inputs import _known_ids, ordinary_token
 
     config: Any = model.config
     # the backbone asserts its own img_size (640: OmDetTurboProcessor's size too)
@@ -125,7 +127,7 @@ def udop_workload(model: nn.Module, b: int, seq_len: int, image_size: int | None
     under each token's box (``combine_image_text_embeddings``). The simulation still stops there: the
     model unzips the patch indices into tuples of 0-d tensors and indexes with them, which reads their
     memory outside any op (a fake has none); it then falls back to the formula with that cause."""
-    from estimator.peak.inputs import ModelKind, Workload, _known_ids, ordinary_token, prefill_kwargs
+    from estimator.peak.basic_inputs import ModelKind, Workload, _known_ids, ordinary_token, prefill_kwargs
     from estimator.peak.pair_inputs import _context
 
     config: Any = model.config

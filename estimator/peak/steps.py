@@ -36,11 +36,11 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from estimator.peak.basic_inputs import ModelKind, Workload, generate_kwargs, prefill_kwargs
 from estimator.peak.caches import cache_argument, label_cache, returned_cache
 from estimator.peak.caches import tensors_in as _tensors_in
 from estimator.peak.components import Component
 from estimator.peak.cuda_allocator import AllocatorPeaks, replay
-from estimator.peak.inputs import ModelKind, Workload, generate_kwargs, prefill_kwargs
 from estimator.peak.lru_shim import fresh_lru_caches
 from estimator.peak.shims import StandIns, cpu_rng_states, unpadded_masks
 from estimator.peak.tracker import PeakSnapshot, StorageRecord, StorageTracker
