@@ -42,7 +42,8 @@ def patch_tower_inputs(model: nn.Module, b: int, image_size: int | None, patches
                 "grid_thw": _known_tensor([[1, side, side]] * b)}
 
     return (make_inputs,
-            f"patches {b}x{side}x{side} of {features} (grid_thw)", KnownValues)
+            f"the processor's flattened pixel_values patches of {b} image(s) of {side}x{side} patches: "
+            f"{patches} {b * side * side}x{features}, grid_thw {b}x3", KnownValues)
 
 
 def series_inputs(model: nn.Module, b: int) -> Inputs:
