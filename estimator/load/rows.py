@@ -51,18 +51,26 @@ def build(resolved: Resolved, dtype: DType, *, trust_remote_code: bool = False) 
     return build_transformers(resolved.config, torch_dtype(dtype), model=resolved.name, trust_remote_code=trust_remote_code, remote_ref=remote_ref)
 
 
-def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None) -> tuple[Row, ...]:
-    """Exact rows: the real model built on meta in each dtype, its unique tensors counted.
+def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None,
+               checkpoint_names: list[str] | None = None) -> tuple[Row, ...]:
+    """Exact rows: the real model built on meta in each dtype, its unique tensors counted, plus the
+    fused checkpoint storage ``from_pretrained`` keeps alive (:mod:`estimator.load.fused`; its
+    ``checkpoint_names``: the safetensors header names, when read).
 
     ``load``: the dtype of what int8 / int4 rows leave unquantized, when the caller has read it from
     the checkpoint's headers; else it is resolved here (:func:`kept_dtype_of`).
     """
     from estimator.build.weights import measure, training_adam_bytes
+    from estimator.load.fused import fused_view_bytes
 
     if resolved.library is Library.DIFFUSERS:
         from estimator.load.pipelines import diffusers_rows
 
         return diffusers_rows(resolved, spec)
+    if checkpoint_names is None and resolved.ref.path is not None:
+        from estimator.load.fused import local_names
+
+        checkpoint_names = local_names(Path(resolved.ref.path))
     rows = []
     builds = _KeptBuilds(resolved, spec)
     for dtype in spec.dtypes:
@@ -74,14 +82,17 @@ def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None
         if dtype is DType.FLOAT8:
             rows.append(_fp8_row(resolved, spec))
             continue
-        weights = measure(build(resolved, dtype, trust_remote_code=spec.trust_remote_code))
+        model = build(resolved, dtype, trust_remote_code=spec.trust_remote_code)
+        weights = measure(model)
+        fused, fused_note = fused_view_bytes(model, checkpoint_names) if resolved.library is Library.TRANSFORMERS else (0, None)
+        notes = (f"largest layer: {', '.join(weights.largest_layer_names[:3])}",) if weights.largest_layer_names else ()
         rows.append(Row(
             dtype=dtype.value,
-            total_bytes=weights.total_bytes,
+            total_bytes=weights.total_bytes + fused,
             largest_layer_bytes=weights.largest_layer_bytes,
             training_adam_bytes=training_adam_bytes(weights, mixed_precision=dtype.is_16bit),
             method="exact",
-            notes=(f"largest layer: {', '.join(weights.largest_layer_names[:3])}",) if weights.largest_layer_names else (),
+            notes=notes + ((fused_note,) if fused_note else ()),
         ))
     return tuple(rows)
 
@@ -188,7 +199,7 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
     notes: list[str] = []
     quant_method = (resolved.config.get("quantization_config") or {}).get("quant_method")
     if cross_check:
-        checked = _cross_check(resolved, spec, sum(t.numel for t in tensors), load)
+        checked = _cross_check(resolved, spec, sum(t.numel for t in tensors), load, [t.name for t in tensors])
         if checked.rows is not None and quant_method is None and not is_prequantized(tensors):
             # The build is what from_pretrained leaves in memory: checkpoint tensors the model does not
             # load (GPT-2's stored attn.bias masks) are not there, and non-persistent buffers are.
@@ -316,13 +327,13 @@ class _CrossCheck:
     rows: tuple[Row, ...] | None  # the exact rows, when the meta build worked
 
 
-def _cross_check(resolved: Resolved, spec: LoadSpec, stored_elements: int, load: KeptDType) -> _CrossCheck:
+def _cross_check(resolved: Resolved, spec: LoadSpec, stored_elements: int, load: KeptDType, names: list[str]) -> _CrossCheck:
     """Build the model on meta and compare its persistent element count with the checkpoint's."""
     from estimator.errors import EstimatorError
 
     try:
         model = build(resolved, DType.BFLOAT16, trust_remote_code=spec.trust_remote_code)
-        rows = built_rows(resolved, spec, load)
+        rows = built_rows(resolved, spec, load, names)
     except EstimatorError as exc:
         return _CrossCheck(f"cross-check skipped: {exc}", None)
     params = {id(p): p.numel() for p in model.parameters()}
