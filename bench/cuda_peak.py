@@ -38,7 +38,7 @@ def measure_one(case_name: str, mode: str) -> dict[str, Any]:
 
     from estimator.peak.inputs import workload_for
     from testkit.peak_cases import CASES
-    from testkit.peak_truth import _work
+    from testkit.peak_truth import run_work as _work
 
     case = CASES[case_name]
     torch.manual_seed(0)

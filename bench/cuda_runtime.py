@@ -40,7 +40,7 @@ def measure_one(case_name: str, mode: str) -> dict[str, Any]:
     from estimator.peak import simulate_peak
     from estimator.peak.inputs import workload_for
     from testkit.peak_cases import CASES
-    from testkit.peak_truth import _work
+    from testkit.peak_truth import run_work as _work
 
     free, total = torch.cuda.mem_get_info()
     context = total - free

@@ -71,6 +71,7 @@ def measure(case_name: str, mode: str) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from estimator.peak.inputs import workload_for
+    from testkit.peak_truth import run_work
     from testkit.truth import trace_events, window_peak
 
     case = CASES[case_name]
@@ -80,20 +81,7 @@ def measure(case_name: str, mode: str) -> dict[str, Any]:
         wl = workload_for(model, batch_size=case.batch_size, seq_len=case.seq_len)
         inputs = wl.make_inputs()
         with record_function(_WORK):
-            if mode == "training":
-                model.train()
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-                for _ in range(2):
-                    loss = wl.train_loss(model, inputs)
-                    loss.backward()
-                    del loss
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-            else:
-                model.eval()
-                with torch.no_grad():
-                    out = wl.infer(model, inputs)
-                del out
+            run_work(model, wl, inputs, mode)
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "description": wl.description}
 

@@ -41,7 +41,7 @@ def measure(case_name: str, mode: str) -> dict[str, int]:
                           image_size=case.image_size)
         inputs = wl.make_inputs()
         with record_function(_WORK):
-            _work(model, wl, inputs, mode)
+            run_work(model, wl, inputs, mode)
         del model, inputs
     events = trace_events(prof)
     return {
@@ -50,7 +50,8 @@ def measure(case_name: str, mode: str) -> dict[str, int]:
     }
 
 
-def _work(model: Any, wl: Any, inputs: dict[str, Any], mode: str) -> None:
+def run_work(model: Any, wl: Any, inputs: dict[str, Any], mode: str) -> None:
+    """The measured work: two AdamW steps (training) or one ``no_grad`` inference of the workload."""
     if mode == "training":
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)

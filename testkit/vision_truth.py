@@ -110,6 +110,7 @@ CASES: dict[str, VisionCase] = {
 def measure(case_name: str, mode: str) -> int:
     """The allocator's peak of ``mode`` on the real model (see the module docstring)."""
     from estimator.peak.inputs import workload_for
+    from testkit.peak_truth import run_work
 
     case = CASES[case_name]
     torch.manual_seed(0)
@@ -118,20 +119,7 @@ def measure(case_name: str, mode: str) -> int:
         wl = workload_for(model, batch_size=case.batch_size, image_size=case.image_size)
         inputs = wl.make_inputs()
         with record_function(_WORK):
-            if mode == "training":
-                model.train()
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-                for _ in range(2):
-                    loss = wl.train_loss(model, inputs)
-                    loss.backward()
-                    del loss
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-            else:
-                model.eval()
-                with torch.no_grad():
-                    out = wl.infer(model, inputs)
-                del out
+            run_work(model, wl, inputs, mode)
         del model, inputs
     return window_peak(trace_events(prof), _WORK)
 

@@ -97,7 +97,7 @@ def measure(name: str, mode: str) -> int:
     """The allocator's peak of the real run (testkit.peak_truth's window), in this fresh process."""
     from estimator.peak import other_inputs
     from estimator.peak.inputs import workload_for
-    from testkit.peak_truth import _work
+    from testkit.peak_truth import run_work as _work
     from testkit.truth import trace_events, window_peak
 
     other_inputs.AUDIO_SECONDS = SECONDS
