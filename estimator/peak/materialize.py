@@ -43,7 +43,8 @@ def materialize(model: nn.Module, fake_mode: FakeTensorMode, device: str = "cpu"
     tensors can be without a GPU, for CUDA's own autocast), in place; return the model.
 
     Parameters keep their ``requires_grad``. Parameters and buffers left on the CPU by the build
-    are made fake too; plain tensor attributes and tensors on another device are left alone.
+    are made fake too, and so are plain floating tensor attributes the build left on the CPU
+    (:func:`_plain_table`); tensors on another device are left alone.
     """
     memo: dict[int, torch.Tensor] = {}
 
@@ -64,7 +65,19 @@ def materialize(model: nn.Module, fake_mode: FakeTensorMode, device: str = "cpu"
             if b is not None and _unmade(b):
                 module._buffers[name] = convert(b)
         for name, value in list(vars(module).items()):
-            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.is_meta:
+            if not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter):
+                continue
+            if value.is_meta or _plain_table(value):
                 setattr(module, name, convert(value))
     logger.debug("materialised %d meta tensors as fake tensors", len(memo))
     return model
+
+
+def _plain_table(t: torch.Tensor) -> bool:
+    """A real floating CPU tensor kept as a plain attribute (neither parameter nor buffer) that the build
+    made off the meta device: VideoMAE's sinusoid position table (``torch.FloatTensor`` of a numpy
+    table), which a fake forward cannot mix with fakes. Its values change no shape. Integer ones (indices
+    a model may ``tolist()``) and 0-d constants, which fakes accept, are left as they are."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return not isinstance(t, FakeTensor) and t.device.type == "cpu" and t.dim() > 0 and t.is_floating_point()
