@@ -12,10 +12,8 @@ that hold it:
   (``VocabParallelEmbedding``).
 - **Quantization as loaded** (``quantization_config`` of the checkpoint, or vLLM's ``--quantization
   fp8`` on a 16-bit one): MXFP4 experts (gpt-oss) are 4-bit values plus one E8M0 scale per 32
-  (``Mxfp4MoEMethod``: uint8 ``w13_weight`` / ``w2_weight`` of half the width, uint8 scales of a 32nd); on
-  the Triton path (Hopper) ``process_weights_after_loading`` swizzles values and scales into
-  triton_kernels' layouts (``_swizzle_mxfp4``) and deletes the original values but not the original
-  ``w13_weight_scale`` / ``w2_weight_scale``, so the scales are held twice;
+  (``Mxfp4MoEMethod``: uint8 ``w13_weight`` / ``w2_weight`` of half the width, uint8 scales of a 32nd),
+  laid out as on Hopper's default backend, ``Mxfp4MoeBackend.TRITON`` (:func:`mxfp4_expert_bytes`);
   fp8 and compressed-tensors 8-bit weights one byte plus float32 scales (per tensor, channel or
   128 x 128 block); 4-bit compressed-tensors / GPTQ / AWQ weights half a byte plus a 16-bit scale per
   group. Embeddings, ``lm_head``, norms, routers and the modules the config leaves out stay 16-bit.
@@ -34,7 +32,7 @@ from torch import nn
 
 from estimator.errors import UnsupportedError
 
-__all__ = ["Quant", "pp_layers", "quant_of", "rank_weights"]
+__all__ = ["Quant", "mxfp4_expert_bytes", "pp_layers", "quant_of", "rank_weights"]
 
 _LAYER = re.compile(r"\.(?:layers|h|blocks|block|decoder_layers)\.(\d+)\.")
 _ROUTER = re.compile(r"(?:\.mlp\.gate|\.router|shared_expert_gate|\.gate)\.(?:weight|bias|e_score_correction_bias)$")
@@ -58,8 +56,8 @@ class Quant:
     def bytes_of(self, name: str, numel: int, shape: tuple[int, ...], act_bytes: int) -> float:
         if self.method == "none" or any(s and s in name for s in self.skip):
             return numel * act_bytes
-        if self.method == "mxfp4":  # values, their E8M0 scales, and the scales' swizzled copy (see the module's docstring)
-            return numel * (0.5 + 2 / 32) if (len(shape) == 3 and "expert" in name) else numel * act_bytes
+        if self.method == "mxfp4":  # experts: mxfp4_expert_bytes (rank_weights); anything else 16-bit
+            return numel * act_bytes
         if self.method in ("fp8", "int8"):
             if self.block:
                 rows, cols = shape[-2], shape[-1]
@@ -103,6 +101,52 @@ def quant_of(config: Any, online: str | None) -> Quant:
     raise UnsupportedError(f"--quantization {online}: only fp8 (vLLM's online fp8) is sized.")
 
 
+def _up(x: int, align: int) -> int:
+    return -(-x // align) * align
+
+
+def mxfp4_expert_bytes(name: str, ndim: int, text: Any, tp: int) -> int | None:
+    """Bytes of one MoE layer's MXFP4 expert tensor ``name`` on one tensor-parallel rank, as vLLM 0.19 keeps them
+    on Hopper (``Mxfp4MoeBackend.TRITON``, the first backend of ``_get_priority_backends`` an sm90 GPU supports);
+    ``None`` for a tensor that is not a routed expert's stacked weight (3-D) or bias (2-D).
+
+    - ``mxfp4_round_up_hidden_size_and_intermediate_size``: the Triton backend rounds the intermediate size per
+      partition up to a multiple of 64 (gpt-oss-20b at TP2: 1,440 -> 1,472), so ``create_weights`` makes
+      ``w13_weight`` ``(E, 2 I_p, H / 2)``, ``w2_weight`` ``(E, H, I_p / 2)`` and their uint8 scales ``(E, 2 I_p,
+      H / 32)`` / ``(E, H, I_p / 32)``.
+    - ``convert_to_mxfp4_moe_kernel_format`` (TRITON): ``_swizzle_mxfp4`` converts the transposed values to
+      triton_kernels' ``HopperMXValueLayout`` (``swizzle_data`` pads both matrix dims to multiples of 64) and the
+      transposed scales to ``HopperMXScaleLayout`` (the non-MX dim padded to ``2 x num_warps x 2 x 8`` = 256 at
+      vLLM's 8 warps, the MX dim to 2), then deletes ``layer.w13_weight`` / ``w2_weight`` but keeps the original
+      ``w13_weight_scale`` / ``w2_weight_scale`` parameters (the swizzled scales live in the precision configs): the
+      scales are held twice. The biases become float32 (``w13_bias.to(torch.float32)``), ``w2_bias`` whole
+      ``(E, H)`` on every rank. (vllm/model_executor/layers/fused_moe/oracle/mxfp4.py and the triton_kernels copy
+      0.19 ships, vllm/third_party/triton_kernels/tensor_details/layout_details/hopper_*.py.)
+    """
+    if ".experts." not in name or ndim != (2 if name.endswith("bias") else 3):
+        return None
+    experts = int(getattr(text, "num_local_experts", 0) or getattr(text, "num_experts", 0) or 0)
+    hidden, inter = int(text.hidden_size), int(getattr(text, "moe_intermediate_size", None) or text.intermediate_size)
+    if not experts:
+        return None
+    inter_p = _up(inter // tp, 64)
+    if "gate_up" in name and name.endswith("bias"):
+        return experts * 2 * inter_p * 4
+    if "down" in name and name.endswith("bias"):
+        return experts * hidden * 4
+    if "gate_up" in name:
+        values = experts * _up(hidden // 2, 64) * _up(2 * inter_p, 64)
+        scales = experts * 2 * inter_p * (hidden // 32)
+        swizzled = experts * _up(2 * inter_p, 256) * _up(hidden // 32, 2)
+        return values + scales + swizzled
+    if "down" in name:
+        values = experts * _up(inter_p // 2, 64) * _up(hidden, 64)
+        scales = experts * hidden * (inter_p // 32)
+        swizzled = experts * _up(hidden, 256) * _up(inter_p // 32, 2)
+        return values + scales + swizzled
+    return None
+
+
 def pp_layers(num_layers: int, pp: int) -> list[range]:
     """vLLM's ``get_pp_indices`` for every stage."""
     parts = [num_layers // pp] * pp
@@ -110,6 +154,11 @@ def pp_layers(num_layers: int, pp: int) -> list[range]:
         parts[-i] += 1
     starts = [sum(parts[:i]) for i in range(pp)]
     return [range(s, s + n) for s, n in zip(starts, parts, strict=True)]
+
+
+# Models whose vLLM class builds its rotary embedding with ``get_rope(..., dtype=torch.float32)``: the cos_sin_cache
+# stays float32 (vllm/model_executor/models/gpt_oss.py, minimax_text_01.py, bailing_moe_linear.py in 0.19)
+_ROPE_FP32 = frozenset({"gpt_oss", "minimax", "minimax_text_01", "bailing_moe_linear"})
 
 
 def _rope_bytes(text: Any, act_bytes: int) -> int:
@@ -128,7 +177,7 @@ def _rope_bytes(text: Any, act_bytes: int) -> int:
     max_pos = int(getattr(text, "max_position_embeddings", 0) or 0)
     if kind in ("yarn", "deepseek_yarn") and isinstance(rope, dict) and rope.get("original_max_position_embeddings"):
         max_pos = int(rope["original_max_position_embeddings"] * float(rope.get("factor", 1.0)))
-    return max_pos * rot * act_bytes
+    return max_pos * rot * (4 if getattr(text, "model_type", "") in _ROPE_FP32 else act_bytes)
 
 
 def rank_weights(model: nn.Module, *, act_bytes: int, quant: Quant, tp: int = 1, pp: int = 1) -> list[int]:
@@ -160,6 +209,11 @@ def rank_weights(model: nn.Module, *, act_bytes: int, quant: Quant, tp: int = 1,
             totals[-1 if ("norm" in name or "lm_head" in name) else 0] += numel * act_bytes
             continue
         stage = stage_of.get(int(match.group(1)), 0)
+        if quant.method == "mxfp4" and not any(s and s in name for s in quant.skip):
+            expert = mxfp4_expert_bytes(name, len(shape), text, tp)
+            if expert is not None:  # already per rank
+                totals[stage] += expert
+                continue
         replicated = (param.dim() == 1 and not name.endswith("bias") or _ROUTER.search(name) or _ROW_BIAS.search(name)
                       or _REPLICATED.search(name))
         stored = numel * act_bytes if param.dim() == 1 or _ROUTER.search(name) else quant.bytes_of(name, numel, shape, act_bytes)
