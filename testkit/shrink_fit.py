@@ -27,6 +27,8 @@ running it by hand; the config's own validator states none of them).
 - **Llama 4's vision adapter**: ``intermediate_size = hidden / pixel_shuffle_ratio**2`` (the shuffled
   channels its MLP reads), ``projector_input_dim = projector_output_dim = vision_output_dim``.
 - **OmDet-Turbo**: text width = ``class_embed_dim`` = twice the decoder's width (see :func:`_omdet`).
+- **The SAM family** (image embedding, prompt encoder, Hiera stages, feature sizes, memory widths): see
+  :mod:`testkit.shrink_sam`.
 - **CLVP**: the speech encoder reads the decoder's tokens (its vocabulary is the decoder's); its rotary
   embedding has at least 32 dims, so heads are ``hidden // 32``.
 """
@@ -35,6 +37,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from testkit.shrink_sam import fit_sam
 
 __all__ = ["fit"]
 
@@ -102,6 +106,7 @@ def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_key
     _llama4_vision(out, hidden)
     _clvp(out)
     _omdet(out)
+    fit_sam(d, out, ffn=ffn)  # the SAM family (testkit/shrink_sam.py)
 
 
 def _kv(value: int, heads: int, old_heads: int) -> int:

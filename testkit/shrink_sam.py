@@ -1,0 +1,116 @@
+"""The size relations of the SAM family that the coverage bench's shrinking rule must keep (called by
+:func:`testkit.shrink_fit.fit` at every level of the config, after the level-1 shrink).
+
+Each was found by building the small model and running its real forward on its processor's inputs
+(:mod:`estimator.peak.sam_inputs`); the configs' own validators state none of them.
+
+- **The image embedding is the prompt and mask decoder's width** (SAM, SAM-HQ): the ViT neck's
+  ``output_channels`` equals the prompt encoder's ``hidden_size``, and the shared positional embedding's
+  ``num_pos_feats`` is half of it (sines and cosines); SAM-HQ's ``vit_dim`` (the ViT's early features
+  its mask decoder reads) is the ViT's ``hidden_size``.
+- **The prompt encoder sees the image the vision tower sees**: its ``image_size`` (and ``patch_size``) are
+  the vision tower's, ``image_embedding_size`` (SAM) is ``image_size // patch_size``.
+- **Hiera's stage widths follow its first** (SAM2, SAM2-video): ``embed_dim_per_stage`` scaled by
+  ``hidden_size`` (the patch embedding's width is the first stage's), and the FPN neck's
+  ``backbone_channel_list`` is those widths from the last stage to the first.
+- **The backbone's feature sizes follow the image embedding grid** (SAM2, SAM3 tracker, EdgeTAM, their
+  video models): ``backbone_feature_sizes`` and the memory attention's ``memory_attention_rope_feat_sizes``
+  scale with ``image_size // patch_size`` of the prompt encoder (SAM2: 1024 px / 16 = 64 -> 4 at 64 px:
+  ``[[256, 256], [128, 128], [64, 64]]`` -> ``[[16, 16], [8, 8], [4, 4]]``).
+- **EdgeTAM's timm backbone is RepViT-M1**: transformers' default config spells the key ``archirecture``,
+  so the timm wrapper builds its own default (ResNet-50), whose channels and strides do not fit the
+  default ``backbone_channel_list`` (``[384, 192, 96, 48]``: RepViT-M1's, as its checkpoints name it);
+  the architecture the config names is used.
+- **Memory widths are the model's width** (the video models): ``memory_fuser_embed_dim``,
+  ``mask_downsampler_embed_dim`` and ``memory_attention_hidden_size`` that equalled the old hidden size follow
+  the new one (their feed-forward sizes -> 128).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["fit_sam"]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _side(v: Any) -> int | None:
+    if isinstance(v, list) and v and _is_int(v[0]):
+        return int(v[0])
+    return int(v) if _is_int(v) else None
+
+
+def fit_sam(d: dict[str, Any], out: dict[str, Any], *, ffn: int) -> None:
+    """``out`` (the shrink of ``d``, one level of the config) with the relations of the module docstring restored, in place."""
+    _hiera(d, out)
+    _neck(out)
+    prompt, decoder, vision = out.get("prompt_encoder_config"), out.get("mask_decoder_config"), out.get("vision_config")
+    if not (isinstance(prompt, dict) and isinstance(decoder, dict) and isinstance(vision, dict)):
+        return
+    width: Any = prompt.get("hidden_size")
+    if not _is_int(width):
+        return
+    # the image the vision tower sees, and its patch: SAM's ViT holds them; SAM2/SAM3 in their backbone
+    backbone: dict[str, Any] = vision["backbone_config"] if isinstance(vision.get("backbone_config"), dict) else {}
+    image = _side(vision.get("image_size")) or _side(backbone.get("image_size"))
+    patch = _side(vision.get("patch_size")) or _side(backbone.get("patch_size"))
+    if "output_channels" in vision:  # SAM / SAM-HQ's ViT
+        vision["output_channels"] = width
+        if _is_int(vision.get("num_pos_feats")):
+            vision["num_pos_feats"] = width // 2
+        if _is_int(decoder.get("vit_dim")) and _is_int(vision.get("hidden_size")):
+            decoder["vit_dim"] = vision["hidden_size"]
+    if image is not None:
+        prompt["image_size"] = image
+        if _is_int(out.get("image_size")):
+            out["image_size"] = image  # the video models' own copy
+    if patch is not None and "output_channels" in vision:
+        prompt["patch_size"] = patch
+    if _is_int(prompt.get("image_size")) and _is_int(prompt.get("patch_size")):
+        grid = prompt["image_size"] // prompt["patch_size"]
+        if "image_embedding_size" in prompt:
+            prompt["image_embedding_size"] = grid
+        old_prompt = d.get("prompt_encoder_config") or {}
+        old_grid = old_prompt.get("image_size", 0) // max(1, old_prompt.get("patch_size", 1))
+        _feature_sizes(vision, d.get("vision_config") or {}, grid, old_grid)
+        if isinstance(out.get("memory_attention_rope_feat_sizes"), list):
+            out["memory_attention_rope_feat_sizes"] = [grid, grid]
+    _memory(d, out, width, ffn)
+
+
+def _hiera(d: dict[str, Any], out: dict[str, Any]) -> None:
+    dims, hidden, old_hidden = out.get("embed_dim_per_stage"), out.get("hidden_size"), d.get("hidden_size")
+    if isinstance(dims, list) and _is_int(hidden) and _is_int(old_hidden) and dims and dims[0] == old_hidden and hidden != old_hidden:
+        out["embed_dim_per_stage"] = [v * hidden // old_hidden for v in dims]
+
+
+def _neck(out: dict[str, Any]) -> None:
+    backbone = out.get("backbone_config")
+    if not (isinstance(backbone, dict) and isinstance(out.get("backbone_channel_list"), list)):
+        return
+    if isinstance(backbone.get("embed_dim_per_stage"), list):
+        out["backbone_channel_list"] = list(reversed(backbone["embed_dim_per_stage"]))
+    if backbone.get("model_type") == "timm_wrapper" and isinstance(backbone.get("archirecture"), str):
+        backbone["architecture"] = backbone["archirecture"]  # EdgeTAM: the misspelled default key names RepViT-M1
+
+
+def _feature_sizes(vision: dict[str, Any], old_vision: dict[str, Any], grid: int, old_grid: int) -> None:
+    sizes, old = vision.get("backbone_feature_sizes"), old_vision.get("backbone_feature_sizes")
+    if not (isinstance(sizes, list) and isinstance(old, list) and old_grid > 0 and grid != old_grid):
+        return
+    if sizes == old:
+        vision["backbone_feature_sizes"] = [[max(1, v * grid // old_grid) for v in pair] for pair in old]
+
+
+def _memory(d: dict[str, Any], out: dict[str, Any], width: int, ffn: int) -> None:
+    """The video models' memory widths (see the module docstring)."""
+    old_width = (d.get("prompt_encoder_config") or {}).get("hidden_size")
+    for key in ("memory_fuser_embed_dim", "mask_downsampler_embed_dim", "memory_attention_hidden_size"):
+        if _is_int(out.get(key)) and out[key] == old_width:
+            out[key] = width
+    for key in ("memory_fuser_intermediate_dim", "memory_attention_feed_forward_hidden_size", "memory_attention_mlp_hidden_size"):
+        if _is_int(out.get(key)) and out[key] > ffn:
+            out[key] = ffn
