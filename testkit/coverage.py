@@ -213,6 +213,7 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         out["num_hidden_layers"] = out["H_cycles"] * (out["L_cycles"] + 1)
     if "prediction_length" in out and out["prediction_length"] is None and "context_length" in out:
         out["prediction_length"] = 24  # Autoformer, Informer, TimeSeriesTransformer: required, stated by each checkpoint
+    _checkpoint_fields(out)
     if "num_sliding_attention_heads" in out and out.get("sliding_window", 0) is None:
         out["sliding_window"] = 16  # Step3p7 builds its sliding mask always; its default leaves the window to the checkpoint
     factor = out.get("qk_dim_factor")
@@ -245,6 +246,25 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             if isinstance(d.get("head_dim"), int) and d["head_dim"] == d["qk_nope_head_dim"] + d["qk_rope_head_dim"]:
                 out["head_dim"] = out["qk_head_dim"]  # Mistral4: head_dim is the whole query head (rotary part by partial_rotary_factor)
     return out
+
+
+def _checkpoint_fields(out: dict[str, Any]) -> None:
+    """Fields a default config leaves unset that the model's forward needs and every checkpoint states
+    (the real forward fails without them, as the estimate does):
+
+    - ESM: ``pad_token_id`` (its position ids count the tokens that are not padding) and ``mask_token_id``:
+      1 and 32 as in facebook/esm2_* (vocabulary of 33);
+    - HunYuan-VL's text model: ``mrope_section`` (its rotary module splits the half head across them; the
+      default has none): tencent/HunyuanOCR's ``xdrope_section`` [16, 16, 16, 16] of a 128-wide head, i.e.
+      four equal parts of the small head's half."""
+    if out.get("model_type") == "esm" and out.get("pad_token_id") is None:
+        out["pad_token_id"], out["mask_token_id"] = 1, 32
+    if out.get("model_type") == "hunyuan_vl_text":
+        rope = dict(out.get("rope_parameters") or {"rope_type": "default", "rope_theta": 10000.0})
+        if rope.get("mrope_section") is None and rope.get("xdrope_section") is None:
+            head = out.get("head_dim") or out["hidden_size"] // out["num_attention_heads"]
+            rope["mrope_section"] = [head // 8] * 4
+            out["rope_parameters"] = rope
 
 
 def _fit_stages(out: dict[str, Any], layers: Any) -> None:

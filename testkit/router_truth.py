@@ -1,0 +1,123 @@
+"""Data-dependent routers and time-series transformers: the real CPU allocator peak against the simulation.
+
+The routers (JetMoE, Switch Transformers, the OpenAI privacy filter) loop over their experts in Python
+and ask the router's decisions as values; the simulation answers them by the assumption of
+:mod:`estimator.peak.routing` (the router's scores tie). The real run measured here is the run of that
+assumption: the coverage bench's small config of the type, built in float32 with every parameter of
+every ``router`` module set to zero, so its scores really tie and every token goes where the
+simulation says. The time-series cases (Time Series Transformer, Informer, Autoformer) need no
+assumption: their batch is the one :mod:`estimator.peak.series_inputs` makes from the config (Autoformer's
+top-k autocorrelation delays are picked from the real activations here, as the simulation says they
+do not change what is allocated).
+
+``python -m testkit.router_truth CASE MODE`` prints one JSON line: ``peak_bytes``, the maximum
+"Total Allocated" of torch.profiler's memory events inside the window where the work runs
+(:func:`testkit.peak_truth.run_work`: two AdamW steps, or one ``no_grad`` inference of the workload),
+the model built inside the profile; run it in a fresh process. :func:`simulate` is the estimator's
+``simulate_peak(..., device="cpu")`` on the same config built on meta.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, record_function
+
+__all__ = ["CASES", "RouterCase", "measure", "simulate"]
+
+_WORK = "router_work"
+
+
+@dataclass(frozen=True)
+class RouterCase:
+    name: str
+    model_type: str
+    seq_len: int
+    batch_size: int = 2
+    zero_routers: bool = True
+    what: str = ""
+
+    def config(self) -> tuple[Any, Any]:
+        """The coverage bench's small config of the type (``testkit.coverage.small_config``) and its task class."""
+        import transformers
+
+        from testkit.coverage import small_config
+
+        small, name, _model, _level, reason = small_config(self.model_type)
+        if small is None:
+            raise RuntimeError(f"{self.model_type}: no small config ({reason})")
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        return CONFIG_MAPPING[self.model_type].from_dict(dict(small)), getattr(transformers, name)
+
+    def build_on(self, device: str) -> nn.Module:
+        config, cls = self.config()
+        with torch.device(device):
+            model = cls._from_config(config, dtype=torch.float32)
+        if self.zero_routers and device != "meta":
+            zero_routers(model)
+        return model
+
+
+def zero_routers(model: nn.Module) -> None:
+    """Every parameter of every module named ``router`` set to zero: its scores tie for every token."""
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if name.rsplit(".", 1)[-1] == "router":
+                for p in module.parameters():
+                    p.zero_()
+
+
+_R = "router scores tie (zero router weights)"
+CASES: dict[str, RouterCase] = {c.name: c for c in (
+    RouterCase("jetmoe_32", "jetmoe", 32, what=f"top-2 of 4 experts, expert_size.tolist(); MoA attention; {_R}"),
+    RouterCase("jetmoe_128", "jetmoe", 128, what=f"top-2 of 4 experts, expert_size.tolist(); MoA attention; {_R}"),
+    RouterCase("switch_transformers_32", "switch_transformers", 32, what=f"top-1 of 4 experts, nonzero() expert loop; {_R}"),
+    RouterCase("switch_transformers_128", "switch_transformers", 128,
+               what=f"top-1 of 4 experts, capacity 64 (tokens over it dropped); {_R}"),
+    RouterCase("openai_privacy_filter_32", "openai_privacy_filter", 32, what=f"top-2 of 4 experts, eager expert loop; {_R}"),
+    RouterCase("openai_privacy_filter_128", "openai_privacy_filter", 128, what=f"top-2 of 4 experts, eager expert loop; {_R}"),
+    RouterCase("time_series_transformer", "time_series_transformer", 0, zero_routers=False,
+               what="past/future values and time features from the config"),
+    RouterCase("informer", "informer", 0, zero_routers=False, what="past/future values and time features from the config"),
+    RouterCase("autoformer", "autoformer", 0, zero_routers=False,
+               what="past/future values and time features; top-k delays from the real activations"),
+)}
+
+
+def measure(case_name: str, mode: str) -> dict[str, int]:
+    from estimator.peak.inputs import workload_for
+    from testkit.peak_truth import run_work
+    from testkit.truth import trace_events, window_peak
+
+    case = CASES[case_name]
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = case.build_on("cpu")
+        wl = workload_for(model, batch_size=case.batch_size, seq_len=max(case.seq_len, 1))
+        inputs = wl.make_inputs()
+        with record_function(_WORK):
+            run_work(model, wl, inputs, mode)
+        del model, inputs
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
+
+
+def simulate(case_name: str, mode: str) -> dict[str, Any]:
+    from estimator.peak import simulate_peak
+
+    case = CASES[case_name]
+    r = simulate_peak(case.build_on("meta"), mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
+                      seq_len=max(case.seq_len, 1))
+    return {"peak_bytes": r.peak_bytes, "method": r.method, "notes": list(r.notes)}
+
+
+if __name__ == "__main__":
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    print(json.dumps(measure(sys.argv[1], sys.argv[2])))
