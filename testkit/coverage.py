@@ -211,6 +211,7 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         # HRM: its cache holds a slot per layer and cycle, num_hidden_layers = H_cycles * (L_cycles + 1) * num_layers_per_stack
         out["num_layers_per_stack"] = 1
         out["num_hidden_layers"] = out["H_cycles"] * (out["L_cycles"] + 1)
+    _query_token_id(out)
     if "prediction_length" in out and out["prediction_length"] is None and "context_length" in out:
         out["prediction_length"] = 24  # Autoformer, Informer, TimeSeriesTransformer: required, stated by each checkpoint
     _checkpoint_fields(out)
@@ -246,6 +247,20 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
             if isinstance(d.get("head_dim"), int) and d["head_dim"] == d["qk_nope_head_dim"] + d["qk_rope_head_dim"]:
                 out["head_dim"] = out["qk_head_dim"]  # Mistral4: head_dim is the whole query head (rotary part by partial_rotary_factor)
     return out
+
+
+def _query_token_id(out: dict[str, Any]) -> None:
+    """BLIP-2, InstructBLIP(-Video): the defaults leave ``image_token_index`` (``video_token_index``) unset, but
+    the Hub checkpoints state it (since transformers 4.47 their processors write ``num_query_tokens`` ``<image>``
+    tokens, a token added after the tokenizer's words inside the embedding; the forward finds the Q-Former's
+    outputs' places by it): the free id at the top of the text vocabulary."""
+    text = out.get("text_config")
+    if not isinstance(out.get("num_query_tokens"), int) or not isinstance(text, dict) or not isinstance(text.get("vocab_size"), int):
+        return
+    for key in ("image_token_index", "video_token_index"):
+        if key in out and out[key] is None:
+            taken = {v for k, v in {**text, **out}.items() if isinstance(v, int) and (TOKEN_ID.search(k) or k.endswith("token_id"))}
+            out[key] = next(i for i in range(text["vocab_size"] - 1, 0, -1) if i not in taken)
 
 
 def _checkpoint_fields(out: dict[str, Any]) -> None:

@@ -1,9 +1,8 @@
 """The workload of a vision-language or speech model fed its processor's inputs (:mod:`estimator.peak.processors`).
 
-- inference: ``generate``'s prefill: the model's own ``prepare_inputs_for_generation`` (first
-  iteration: the images go in) on the prompt with its image tokens, a ``DynamicCache``, the all-ones
-  mask and ``logits_to_keep=1``, then the model's forward; the decode steps are text only, as in
-  ``generate`` (:func:`estimator.peak.steps.simulate_step` simulates the last one).
+- inference: ``generate``'s prefill and, with ``max_new_tokens``, its last decode step with the image state
+  ``generate`` keeps (:mod:`estimator.peak.generation`: the model's own ``prepare_inputs_for_generation`` and
+  ``_update_model_kwargs_for_generation``; BLIP-2's and BLIP's own ``generate`` handing over to their language model).
 - training: a forward with ``labels`` = the prompt's ids (text and image tokens; the model masks
   nothing by itself, as a plain fine-tuning collator would pass them) to the model's own loss.
 
@@ -22,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from estimator.peak import generation
 from estimator.peak.basic_inputs import ModelKind, Workload, prefill_kwargs
 from estimator.peak.known_values import KnownValues, know
 from estimator.peak.processors import MediaInputs
@@ -83,6 +83,8 @@ class MediaWorkload(Workload):
     """A workload with a context the engine enters around the whole step, above the tracker."""
 
     context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    # generate's last decode step keeping the image state (estimator.peak.generation.decode); None: text only
+    decode: Callable[[nn.Module, dict[str, torch.Tensor], int, Callable[[Any], None]], Any] | None = None
 
 
 def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
@@ -133,20 +135,17 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
         if not hasattr(m, "prepare_inputs_for_generation"):  # a base model without its head: one forward
             with encoder_labelled(m):
                 return m(**x)
-        ids = x.pop("input_ids")
-        mask = torch.ones_like(ids)  # known, as the ids are (generate's all-ones mask: no padding)
-        kwargs: dict[str, Any] = {**prefill_kwargs(m), **x, "attention_mask": mask}
+        with encoder_labelled(m):  # the all-ones mask is known, as the ids are (generate's: no padding)
+            return generation.prefill(m, x)
+
+    def decode(m: nn.Module, x: dict[str, torch.Tensor], max_new_tokens: int, before_last: Callable[[Any], None]) -> Any:
+        x = {k: v for k, v in x.items() if k not in ("labels", "decoder_input_ids")}
         with encoder_labelled(m):
-            # generate first runs the image encoder by itself where the model takes its outputs (mm_encoder_outputs:
-            # Idefics3), before the prompt's embeddings exist, then the prefill
-            encode = getattr(m, "_maybe_prepare_encoder_kwargs_for_generation", None)
-            if encode is not None:
-                kwargs = encode(ids, kwargs, "input_ids", m.generation_config)
-            prepared = m.prepare_inputs_for_generation(ids, is_first_iteration=True, **kwargs)  # type: ignore[operator]
-            return m(**prepared)
+            return generation.decode(m, x, max_new_tokens, before_last)
 
     kind = ModelKind.SEQ2SEQ_LM if seq2seq else ModelKind.CAUSAL_LM
-    return MediaWorkload(kind, make_inputs, train_loss, infer, description, context=KnownValues)
+    return MediaWorkload(kind, make_inputs, train_loss, infer, description, context=KnownValues,
+                         decode=None if seq2seq else decode)
 
 
 def _shifted_labels(config: Any, media: MediaInputs) -> tuple[torch.Tensor | None, str]:

@@ -267,11 +267,36 @@ def _inference(
             notes = [f"inference: one forward under no_grad ({workload.description})"]
         if max_new_tokens > 0 and workload.kind is ModelKind.CAUSAL_LM:
             del out
-            phases["decode"], phases[AFTER + "decode"] = _last_decode_step(model, inputs, tracker, max_new_tokens)
+            decode = getattr(workload, "decode", None)  # a media workload keeps the image state (estimator.peak.generation)
+            phases["decode"], phases[AFTER + "decode"] = (
+                _last_decode_step(model, inputs, tracker, max_new_tokens) if decode is None
+                else _media_decode_step(model, inputs, tracker, max_new_tokens, decode, workload))
             notes.append(f"last decode step at context {inputs['input_ids'].shape[1] + max_new_tokens}")
         elif max_new_tokens > 0 and workload.kind is ModelKind.SEQ2SEQ_LM:
             notes.append("max_new_tokens: decoder cache growth of encoder-decoder models not simulated")
     return StepPeak(phases, tuple(notes))
+
+
+def _media_decode_step(
+    model: nn.Module, inputs: dict[str, torch.Tensor], tracker: StorageTracker, max_new_tokens: int, decode: Any,
+    workload: Workload,
+) -> tuple[PeakSnapshot, PeakSnapshot]:
+    """The last decode step of a prompt with images: ``decode`` runs the prefill and the tokens before the last
+    (tracked, so that what it keeps alive is counted) and calls back before the last step, where the measured
+    window starts. Returns the step's peak and what is live when it returns."""
+
+    def before_last(cache: Any) -> None:
+        tracker.reset_peak()
+        label_cache(tracker, cache)
+        tracker.new_component = Component.ACTIVATIONS
+
+    with tracker, _workload_context(workload):
+        tracker.new_component = Component.ACTIVATIONS
+        step = decode(model, inputs, max_new_tokens, before_last)
+        label_cache(tracker, returned_cache(step))
+        peak = tracker.snapshot()
+        tracker.reset_peak()  # the window is now the instant the step returns
+        return peak, tracker.snapshot()
 
 
 def _last_decode_step(
