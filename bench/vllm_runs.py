@@ -36,6 +36,25 @@ def _cell(ours: float | None, theirs: float | None, digits: int = 2) -> str:
     return f"{ours:.{digits}f} / {theirs:.{digits}f} ({err:+.1f}%)" if err is not None else f"{ours} / {theirs}"
 
 
+def _non_torch_groups(records: list[dict]) -> list[str]:
+    """One row per layout (one GPU, TP n, PP n): our non-torch figures, vLLM's, and the largest absolute gap."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for r in records:
+        ours, theirs = r["non_torch"]
+        if theirs is None:
+            continue
+        layout = f"TP{r['tp']}" if r["tp"] > 1 else (f"PP{r['pp']}" if r["pp"] > 1 else "one GPU")
+        groups.setdefault(layout, []).append((ours, theirs))
+    rows = []
+    for layout, pairs in groups.items():
+        ours_set = sorted({round(o, 2) for o, _ in pairs})
+        theirs_set = sorted({t for _, t in pairs})
+        gap = max(pairs, key=lambda p: abs(p[0] - p[1]))
+        rows.append(f"| {layout} | {len(pairs)} | {'-'.join(f'{v:.2f}' for v in (ours_set[0], ours_set[-1]))} | "
+                    f"{theirs_set[0]:.2f}-{theirs_set[-1]:.2f} | {gap[0] - gap[1]:+.2f} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -87,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         f"| available KV cache | {summary['available_kv']['mean_abs']} | {summary['available_kv']['mean_signed']} | |",
         f"| KV cache tokens | {summary['kv_tokens']['mean_abs']} | {summary['kv_tokens']['mean_signed']} | |",
         "",
+        "Non-torch memory per rank by layout, in GiB (the must-show bound is 0.1 GiB):",
+        "",
+        "| layout | ranks | ours | vLLM's | largest gap |",
+        "|---|---|---|---|---|",
+        *_non_torch_groups(records),
+        "",
         "| run | rank | settings | weights | profile peak (phase) | non-torch | available KV | KV tokens |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -97,12 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['run_id']} | {r['rank']} | {settings} | {_cell(*r['weights'])} | {_cell(*r['peak'])} ({r['phase']}) | "
                      f"{_cell(*r['non_torch'])} | {_cell(*r['available_kv'])} | {tokens} |")
     if args.smoke:
-        print("\n".join(lines[:14]))
+        print("\n".join(lines[:lines.index("| run | rank | settings | weights | profile peak (phase) | non-torch | available KV "
+                                            "| KV tokens |")]))
         return 0
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "vllm_runs.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "vllm_runs.json").write_text(json.dumps({"summary": summary, "ranks": records}, indent=1) + "\n")
-    print("\n".join(lines[:14]))
+    print("\n".join(lines[:lines.index("| run | rank | settings | weights | profile peak (phase) | non-torch | available KV "
+                                        "| KV tokens |")]))
     return 0
 
 

@@ -155,7 +155,8 @@ def _notes(p: ServingPlan, gpu_name: str | None, kv_dtype: KVCacheDType, prof: P
         f"non-torch memory {p.non_torch_bytes:,} bytes per rank ("
         + ", ".join(f"{k} {v:,}" for k, v in non_torch_terms.items())
         + "): the first forward's cuBLAS handles and lazily loaded kernels, NCCL's buffers connected at the first "
-        "all-reduce under tensor parallelism; published H100 measurements (docs/serving.md)",
+        "all-reduce under tensor parallelism (from three GPUs also its NVLS buffers); published H100 measurements and "
+        "NCCL's NVLS buffer size (docs/serving.md)",
         f"KV cache ({kv_dtype.value}, {p.kv_bytes_per_token:,} bytes per token): {b.num_blocks:,} blocks of {b.block_size} tokens "
         f"({b.page_bytes * b.group_size:,} bytes each, {len(b.groups)} group(s) of {b.group_size} layers), "
         f"{b.cache_bytes:,} bytes; {b.tokens:,} tokens",

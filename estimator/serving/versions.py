@@ -50,8 +50,14 @@ is taken from the runs the replay test checks:
     ``NCCL_RUNTIME_CONNECT=1``) connects the algorithm's channels and allocates their buffers at that
     first all-reduce. Its size is the published TP2 - TP1 difference of ``non_torch_memory`` on H100
     80GB (NVSwitch), 3.58 - 1.79 = 1.79 GiB per rank (vllm-project/vllm PR #10511, Llama-3-8B, Dec 2024),
-    and each rank past two adds one NVLS head: ``nvlsChannels x 2 x nvlsChunkSize x NCCL_STEPS`` =
-    16 x 2 x 128 KiB x 8 = 32 MiB (NCCL's ``ncclNvlsBufferSetup``, src/transport/nvls.cc).
+    and from three GPUs NCCL's NVLS buffers (``ncclNvlsInit`` turns NVLS off with two GPUs or fewer;
+    ``ncclNvlsBufferSetup``, set up at the first collective that uses NVLS under runtime connect:
+    ``nvlsChannels x 2 x nvlsChunkSize x NCCL_STEPS x nHeads`` = 16 x 2 x 128 KiB x 8 = 32 MiB per head,
+    one head per local rank, ``NVLS_NCHANNELS_SM90`` = 16; the unicast memory rounded to the 2 MiB
+    allocation granularity; NCCL 2.27, src/transport/nvls.cc, src/graph/connect.cc). The published TP2
+    figure is from vLLM V0, whose snapshot preceded the distributed set-up (V1 moved it after, vLLM PR
+    #25359), so it also holds the communicator's creation that 0.19 takes before its snapshot: the closest
+    published figure, not the same quantity.
   * Pipeline parallelism adds nothing in the profile run: a stage after the first runs on the dummy
     intermediate tensors ``_dummy_run`` allocates, no send or receive happens.
 """
@@ -80,14 +86,16 @@ class VLLMRules:
     combo_kernel_benchmark: bool  # the cold compile benchmarks each kernel on random copies of its arguments
     first_forward_non_torch: int  # cuBLAS handles, lazily loaded modules: a published measurement (see above)
     nccl_connect_tp2: int  # NCCL's buffers connected at the first all-reduce, per rank at TP2 (published)
-    nvls_head_bytes: int  # each further NVLS head (rank) in NCCL's NVLS buffers
+    nvls_head_bytes: int  # NCCL's NVLS buffers per head (one per rank), from three GPUs
     sources: tuple[str, ...]  # where the non-torch figures come from
 
     def non_torch_terms(self, tp: int, pp: int) -> dict[str, int]:
         """The non-torch increase of one rank, term by term (``pp`` adds none: no send/receive in the profile run)."""
         terms = {"first_forward": self.first_forward_non_torch}
         if tp > 1:
-            terms["nccl_connect"] = self.nccl_connect_tp2 + (tp - 2) * self.nvls_head_bytes
+            terms["nccl_connect"] = self.nccl_connect_tp2
+            if tp > 2:  # ncclNvlsInit: no NVLS with two GPUs or fewer
+                terms["nccl_nvls"] = tp * self.nvls_head_bytes
         return terms
 
     def non_torch(self, tp: int, pp: int) -> int:
@@ -107,7 +115,8 @@ _V0_19 = VLLMRules(
     nvls_head_bytes=16 * 2 * 128 * 1024 * 8,
     sources=("one GPU: vllm-project/vllm PR #12126 (H100 80GB, non_torch_memory 0.16 GiB)",
              "TP2 - TP1: vllm-project/vllm PR #10511 (H100 80GB, non_torch_memory 3.58 vs 1.79 GiB)",
-             "NVLS head: NCCL src/transport/nvls.cc ncclNvlsBufferSetup (16 channels x 2 x 1 MiB)"),
+             "NVLS (3+ GPUs): NCCL 2.27 src/transport/nvls.cc ncclNvlsInit / ncclNvlsBufferSetup (16 channels x 2 x 1 MiB "
+             "per head, one head per rank)"),
 )
 
 VLLM_VERSIONS: dict[str, VLLMRules] = {"0.19": _V0_19}
