@@ -39,6 +39,7 @@ import re
 from typing import Any
 
 from testkit.shrink_sam import fit_sam
+from testkit.shrink_vision import fit_vision
 
 __all__ = ["fit"]
 
@@ -106,6 +107,7 @@ def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_key
     _llama4_vision(out, hidden)
     _clvp(out)
     _omdet(out)
+    fit_vision(d, out)  # EfficientNet, DepthPro, LW-/RF-DETR, per-stage block lists: testkit/shrink_vision.py
     fit_sam(d, out, ffn=ffn)  # the SAM family (testkit/shrink_sam.py)
 
 
