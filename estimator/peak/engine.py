@@ -176,10 +176,14 @@ def _refuse_config(exc: Exception, model: nn.Module, mode: Mode) -> None:
     missing) is refused with that field named, as the real run would fail."""
     from estimator.build.rejections import missing_field
     from estimator.errors import MalformedConfigError
+    from estimator.peak.batchnorm import batch_one_refusal
 
     line = missing_field(exc, model, "training step" if mode == "training" else "forward")
     if line is not None:
         raise MalformedConfigError(line) from None
+    refused = batch_one_refusal(exc, model)  # BatchNorm at batch 1 in training: the real run fails too
+    if refused is not None:
+        raise refused from None
 
 
 _LORA_COUNTS: dict[tuple[str, str, int, tuple[str, ...] | None], int] = {}  # the fit solver asks again per shape
