@@ -31,6 +31,8 @@ __all__ = ["ENCODER_CASES", "ENCODER_SECONDS", "measure_forward"]
 
 _WORK = "audio_encoder_work"
 
+_NEMOTRON_AUDIO = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4}
+
 ENCODER_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
     MultimodalCase("wav2vec2_ctc", "wav2vec2", {
         "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
@@ -43,10 +45,21 @@ ENCODER_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
     MultimodalCase("ast", "audio-spectrogram-transformer", {
         "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
         "max_length": 256, "num_labels": 5}, cls="ASTForAudioClassification"),
+    # Nemotron 3 speaker diarization (its base model: the audio tower on NemotronAsrStreaming's 128-bin features) and
+    # Nemotron 3.5 Transcribe's audio model (ASR encoder in chunks of 500 encoder frames, and the diarization model)
+    MultimodalCase("nemotron3_diarization", "nemotron3_diarization", {
+        "audio_config": _NEMOTRON_AUDIO, "head_config": {"hidden_size": 64, "audio_hidden_size": 64}},
+        cls="Nemotron3DiarizationModel"),
+    MultimodalCase("nemotron3_5_transcribe_audio", "nemotron3_5_transcribe_audio", {
+        "asr_config": {**_NEMOTRON_AUDIO},
+        "diarization_config": {"audio_config": _NEMOTRON_AUDIO, "head_config": {"hidden_size": 64, "audio_hidden_size": 64}}},
+        cls="Nemotron3_5TranscribeAudioModel"),
 ]}
 
 # the two clip lengths each case is measured at (seconds)
-ENCODER_SECONDS: dict[str, tuple[float, float]] = {"wav2vec2_ctc": (2.0, 6.0), "parakeet_ctc": (4.0, 12.0), "ast": (1.0, 5.0)}
+ENCODER_SECONDS: dict[str, tuple[float, float]] = {"wav2vec2_ctc": (2.0, 6.0), "parakeet_ctc": (4.0, 12.0), "ast": (1.0, 5.0),
+                                                       "nemotron3_diarization": (4.0, 12.0),
+                                                       "nemotron3_5_transcribe_audio": (4.0, 45.0)}  # 45 s: two chunks
 
 
 def measure_forward(case: MultimodalCase, mode: str, media: Any) -> dict[str, Any]:

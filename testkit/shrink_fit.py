@@ -29,6 +29,8 @@ running it by hand; the config's own validator states none of them).
 - **OmDet-Turbo**: text width = ``class_embed_dim`` = twice the decoder's width (see :func:`_omdet`).
 - **The SAM family** (image embedding, prompt encoder, Hiera stages, feature sizes, memory widths): see
   :mod:`testkit.shrink_sam`.
+- **X-Codec 2 / NeuCodec**: ``quantization_dim = hidden_size + semantic_model_config.hidden_size``: the
+  quantizer reads the fused acoustic and semantic states (``fc_encoder``'s output).
 - **CLVP**: the speech encoder reads the decoder's tokens (its vocabulary is the decoder's); its rotary
   embedding has at least 32 dims, so heads are ``hidden // 32``.
 """
@@ -107,6 +109,7 @@ def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_key
     _llama4_vision(out, hidden)
     _clvp(out)
     _omdet(out)
+    _codec_quantizer(out)
     fit_vision(d, out)  # EfficientNet, DepthPro, LW-/RF-DETR, per-stage block lists: testkit/shrink_vision.py
     fit_sam(d, out, ffn=ffn)  # the SAM family (testkit/shrink_sam.py)
 
@@ -197,3 +200,11 @@ def _omdet(out: dict[str, Any]) -> None:
         return
     wide = 2 * out["decoder_hidden_dim"]
     text["hidden_size"] = out["text_projection_in_dim"] = out["text_projection_out_dim"] = out["class_embed_dim"] = wide
+
+
+def _codec_quantizer(out: dict[str, Any]) -> None:
+    """X-Codec 2 / NeuCodec: the quantizer's width is the fused acoustic and semantic width."""
+    semantic = out.get("semantic_model_config")
+    if _is_int(out.get("quantization_dim")) and _is_int(out.get("hidden_size")) and isinstance(semantic, dict) \
+            and _is_int(semantic.get("hidden_size")):
+        out["quantization_dim"] = out["hidden_size"] + semantic["hidden_size"]

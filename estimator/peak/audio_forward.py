@@ -48,7 +48,8 @@ FORWARD_TYPES = frozenset({
     "fun_asr_nano_encoder", "glmasr_encoder", "qwen2_audio_encoder", "qwen3_asr_encoder", "voxtral_encoder",
     "voxtral_realtime_encoder", "nemotron_asr_streaming", "nemotron_asr_streaming_encoder", "nemotron3_5_asr",
     "nemotron3_5_transcribe_asr_audio", "nemotron3_diarization_audio", "moss_transcribe_diarize_audio", "gemma3n_audio",
-    "gemma4_audio", "pe_audio", "pe_audio_encoder", "muse_spark_audio",
+    "gemma4_audio", "pe_audio", "pe_audio_encoder", "muse_spark_audio", "nemotron3_diarization", "nemotron3_5_transcribe_audio",
+    "nemotron3_5_transcribe_word_timestamp",
 })
 
 # model_type -> the extractor its processor uses where transformers' feature-extractor mapping names another:
@@ -63,11 +64,15 @@ RENAMED = {
     "gemma4_audio": {"input_features_mask": "attention_mask"},
 }
 INVERTED = {("gemma3n_audio", "input_features_mask")}  # masks the parent passes negated (True: padding)
+# types whose processor pads the spectrogram (and its mask) on the right to a multiple of the config's
+# subsampling_factor (Nemotron3_5TranscribeProcessor._process_audio)
+PAD_TO_SUBSAMPLING = frozenset({"nemotron3_5_transcribe_audio"})
 
 # config field -> extractor setting, where the model config says what features it reads
 _FROM_CONFIG = {"num_mel_bins": ("feature_size", "num_mel_bins"), "n_mels": ("feature_size",), "feature_size": ("feature_size",),
                 "input_feat_per_channel": ("feature_size",), "sampling_rate": ("sampling_rate",),
-                "hop_length": ("hop_length",), "n_fft": ("n_fft",), "max_length": ("max_length",)}
+                "hop_length": ("hop_length",), "n_fft": ("n_fft",), "max_length": ("max_length",),
+                "num_stacked_frames": ("num_frames_lfr",)}
 _aten = torch.ops.aten
 _ASKED_MASK = "input_features_mask"  # the name processors give the mask they ask for (not returned by default)
 _CHARS_PER_SECOND = 15  # a transcript's length for CTC and transducer labels: about 15 characters per second of speech
@@ -89,6 +94,10 @@ def _extractor_class(model_type: str) -> type | None:
         module = CONFIG_MAPPING[model_type].__module__
         name = next((FEATURE_EXTRACTOR_MAPPING_NAMES[t] for t, c in CONFIG_MAPPING.items()
                      if c.__module__ == module and t in FEATURE_EXTRACTOR_MAPPING_NAMES), None)
+    from estimator.peak.audio_shapes import TORCHAUDIO_TYPES, torchaudio_class
+
+    if model_type in TORCHAUDIO_TYPES:  # built and run with torchaudio's shapes (estimator.peak.audio_shapes)
+        return torchaudio_class(model_type)
     cls = feature_extractor_class_from_name(name) if name else None
     if cls is None:
         return None
@@ -125,35 +134,52 @@ def _extractor(config: Any, preprocessor: dict[str, Any] | None) -> Any:
     if preprocessor:
         return cls(**{k: v for k, v in preprocessor.items() if k not in ("feature_extractor_type", "processor_class")})
     accepted = set(inspect.signature(cls).parameters)
-    declared = set(inspect.signature(type(config).__init__).parameters)  # what the config class itself declares
     settings: dict[str, Any] = {}
-    for field, targets in _FROM_CONFIG.items():
-        value = getattr(config, field, None)
-        if field in declared and isinstance(value, (int, float)) and not isinstance(value, bool):
-            for target in targets:
-                if target in accepted and (target != "feature_size" or cls().feature_size > 1):  # raw audio stays 1 channel
-                    settings.setdefault(target, value)
+    # the config, then the audio sub-config that reads the features (Nemotron 3 diarization's audio_config,
+    # Nemotron 3.5 Transcribe's asr_config)
+    for source in (config, *(getattr(config, n) for n in _AUDIO_SUBCONFIGS if getattr(config, n, None) is not None)):
+        declared = set(inspect.signature(type(source).__init__).parameters)  # what the config class itself declares
+        for field, targets in _FROM_CONFIG.items():
+            value = getattr(source, field, None)
+            if field in declared and isinstance(value, (int, float)) and not isinstance(value, bool):
+                for target in targets:
+                    if target in accepted and (target != "feature_size" or cls().feature_size > 1):  # raw audio stays 1 channel
+                        settings.setdefault(target, value)
     return cls(**settings)
+
+
+_AUDIO_SUBCONFIGS = ("audio_config", "asr_config", "encoder_config")
 
 
 def forward_audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
     """The extractor's tensors for ``batch_size`` clips of ``media.audio_seconds`` of random audio, named as the
     model's forward takes them (see the module docstring); ``text_len`` bounds the transcript of CTC labels."""
     model_type = getattr(config, "model_type", "")
-    extractor = _extractor(config, media.preprocessor)
-    rate = int(extractor.sampling_rate)
-    window = getattr(extractor, "chunk_length", None)
-    seconds = media.audio_seconds or (float(window) if window else 10.0)
-    rng = np.random.default_rng(seed)
-    clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(batch_size)]
-    asked = {k: v for k, v in _processor_audio_kwargs(model_type).items() if k == "return_attention_mask"}
-    out: dict[str, Any] = dict(extractor(clips, sampling_rate=rate, return_tensors="pt", **asked))
-    if "attention_mask" not in out and "return_attention_mask" in inspect.signature(extractor.__call__).parameters:
-        # the mask the model's processor asks for (audio_kwargs return_attention_mask=True) and renames to
-        # input_features_mask where the forward takes that (AudioFlamingo3Processor, Qwen3ASRProcessor...)
-        masked = extractor(clips, sampling_rate=rate, return_tensors="pt", return_attention_mask=True)
-        if "attention_mask" in masked:
-            out[_ASKED_MASK] = masked["attention_mask"]
+    from estimator.peak.audio_shapes import STATES_TYPES, encoder_states, stand_in
+
+    if model_type in STATES_TYPES:  # a word timestamp encoder: its parent's encoder states
+        made, described, length = encoder_states(config, media, batch_size=batch_size)
+        return AudioInputs(made, described, transcript=max(1, min(text_len, round(length * _CHARS_PER_SECOND))))
+    with stand_in(model_type):  # torchaudio's shapes, for the extractors that compute with it (audio_shapes)
+        extractor = _extractor(config, media.preprocessor)
+        rate = int(extractor.sampling_rate)
+        window = getattr(extractor, "chunk_length", None)
+        seconds = media.audio_seconds or (float(window) if window else 10.0)
+        rng = np.random.default_rng(seed)
+        clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(batch_size)]
+        asked = {k: v for k, v in _processor_audio_kwargs(model_type).items() if k == "return_attention_mask"}
+        out: dict[str, Any] = dict(extractor(clips, sampling_rate=rate, return_tensors="pt", **asked))
+        if "attention_mask" not in out and "return_attention_mask" in inspect.signature(extractor.__call__).parameters:
+            # the mask the model's processor asks for (audio_kwargs return_attention_mask=True) and renames to
+            # input_features_mask where the forward takes that (AudioFlamingo3Processor, Qwen3ASRProcessor...)
+            masked = extractor(clips, sampling_rate=rate, return_tensors="pt", return_attention_mask=True)
+            if "attention_mask" in masked:
+                out[_ASKED_MASK] = masked["attention_mask"]
+    if model_type in PAD_TO_SUBSAMPLING:  # the processor pads the spectrogram to whole encoder frames
+        factor = int(config.subsampling_factor)
+        padding = -out["input_features"].shape[1] % factor
+        out["input_features"] = torch.nn.functional.pad(out["input_features"], (0, 0, 0, padding))
+        out["attention_mask"] = torch.nn.functional.pad(out["attention_mask"], (0, padding))
     renamed = RENAMED.get(model_type, {})
     tensors: dict[str, torch.Tensor] = {}
     for key, value in out.items():

@@ -59,8 +59,9 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         tensors, description = arrays
         return _forward_all(model, tensors, description)
     from estimator.peak.other_models import model_inputs
+    from estimator.peak.tts_inputs import tts_inputs
 
-    found = model_inputs(model, batch_size, seq_len)
+    found = model_inputs(model, batch_size, seq_len) or tts_inputs(model, batch_size, seq_len)
     if found is None:
         return None
     return _forward_all(model, found.arrays, found.description, found)
@@ -79,13 +80,16 @@ def codec_arrays(model: nn.Module, batch_size: int, seconds: float) -> tuple[dic
     decoder = main == "latents" or model_type.endswith("_decoder")
     if not decoder and main not in ("input_values", "input_features"):
         return None
-    extractor = _extractor(family, config)
-    rate = int(extractor.sampling_rate)
-    rng = np.random.default_rng(0)
-    clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(batch_size)]
-    with _disable_current_modes():  # real arrays, whatever mode the caller is in (VibeVoice's extractor makes torch tensors only)
-        made = {k: v.numpy() if isinstance(v, torch.Tensor) else v
-                for k, v in extractor(clips, sampling_rate=rate, return_tensors="pt").items()}
+    from estimator.peak.audio_shapes import stand_in
+
+    with stand_in(family):  # X-Codec 2 and NeuCodec compute their mel features with torchaudio (audio_shapes)
+        extractor = _extractor(family, config)
+        rate = int(extractor.sampling_rate)
+        rng = np.random.default_rng(0)
+        clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(batch_size)]
+        with _disable_current_modes():  # real arrays, whatever mode the caller is in (VibeVoice's extractor makes torch tensors only)
+            made = {k: v.numpy() if isinstance(v, torch.Tensor) else v
+                    for k, v in extractor(clips, sampling_rate=rate, return_tensors="pt").items()}
     what = f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}"
     if decoder:
         name = "latents" if "latents" in params else params[0]
@@ -118,7 +122,7 @@ def _extractor_family(model_type: str) -> str | None:
 
 
 # the codec and vocoder types fed audio by their feature extractor (transformers' classes, no torchaudio)
-_AUDIO_FAMILIES = frozenset({"dac", "encodec", "mimi", "pocket_tts_audio_tokenizer", "xcodec", "vibevoice_acoustic_tokenizer",
+_AUDIO_FAMILIES = frozenset({"dac", "encodec", "mimi", "pocket_tts_audio_tokenizer", "xcodec", "xcodec2", "neucodec", "vibevoice_acoustic_tokenizer",
                              "univnet"})
 
 
@@ -128,7 +132,10 @@ def _extractor(family: str, config: Any) -> Any:
 
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
 
-    cls = feature_extractor_class_from_name(FEATURE_EXTRACTOR_MAPPING_NAMES[family])
+    from estimator.peak.audio_shapes import TORCHAUDIO_TYPES, torchaudio_class
+
+    cls: Any = (torchaudio_class(family) if family in TORCHAUDIO_TYPES
+                else feature_extractor_class_from_name(FEATURE_EXTRACTOR_MAPPING_NAMES[family]))
     accepted = inspect.signature(cls.__init__).parameters
     settings: dict[str, Any] = {}
     for arg, keys in _EXTRACTOR_SETTINGS.items():

@@ -14,7 +14,7 @@ description, and what a real run does besides feeding them) or None for a model 
   adapter (else the first configured language), as a user passes it (or sets ``set_default_language``);
 - Reformer (masked LM): ``input_ids`` of the length its axial position embeddings factor
   (``prod(axial_pos_shape)``: training refuses any other), and labels;
-- FastSpeech 2 (text to spectrogram): see :func:`_fastspeech2`;
+- FastSpeech 2 and VITS (text to speech): see :mod:`estimator.peak.tts_inputs`;
 - Switch Transformers (seq2seq LM): ``input_ids`` and ``labels`` (training); inference as ``generate``
   runs it: the encoder first, then the decoder's first step on its outputs with a cache.
 """
@@ -120,33 +120,7 @@ def _seq2seq_generate(config: Any, b: int, n: int) -> Found:
                  infer=infer, seq2seq=True)
 
 
-FRAMES_PER_TOKEN = 4  # mel frames each input token lasts in FastSpeech 2's training alignment (its duration labels)
-
-
-def _fastspeech2(config: Any, b: int, n: int) -> Found:
-    """Training: the text ids with an alignment (``duration_labels``: every token lasting
-    :data:`FRAMES_PER_TOKEN` frames) and the mel, pitch and energy targets it trains on. Inference
-    expands the text by the durations its predictor outputs, which depend on the weights: not simulated."""
-    from estimator.peak.basic_inputs import ordinary_token
-
-    config = getattr(config, "model_config", None) or config  # FastSpeech2ConformerWithHifiGan: the acoustic model's config
-    frames = n * FRAMES_PER_TOKEN
-    mel = int(config.num_mel_bins)
-    arrays: dict[str, np.ndarray] = {
-        "input_ids": np.full((b, n), ordinary_token(config, int(config.vocab_size)), np.int64),
-        "attention_mask": np.ones((b, n), np.int64),
-        "duration_labels": np.full((b, n), FRAMES_PER_TOKEN, np.int64),
-        "spectrogram_labels": np.zeros((b, frames, mel), np.float32),
-        "pitch_labels": np.zeros((b, n, 1), np.float32), "energy_labels": np.zeros((b, n, 1), np.float32)}
-    return Found(arrays, f"input_ids {b}x{n}; training: duration_labels ({FRAMES_PER_TOKEN} frames per token), "
-                         f"spectrogram_labels {b}x{frames}x{mel}, pitch_labels, energy_labels",
-                 infer_drops=("duration_labels", "spectrogram_labels", "pitch_labels", "energy_labels"),
-                 known_floats=("spectrogram_labels",))  # its padding (-100) is asked: none here
-
-
 _MAKERS: dict[str, Callable[[Any, int, int], Found]] = {
-    "fastspeech2_conformer": _fastspeech2,
-    "fastspeech2_conformer_with_hifigan": _fastspeech2,
     "timesfm": _timesfm,
     "decision_transformer": _decision_transformer,
     "muse_glimmer_assistant": _draft_head,

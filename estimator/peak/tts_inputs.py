@@ -1,0 +1,161 @@
+"""Inputs of the text-to-speech models whose output length is data: FastSpeech 2 and VITS.
+
+Both read text ids and expand each token into as many spectrogram frames as their duration predictor says
+(FastSpeech 2's ``length_regulator``, VITS's monotonic alignment). The durations come from the trained
+weights, so no fake run can know them; the real run's memory after the expansion (the decoder's, the
+flow's and the vocoder's activations) grows with them. Here each token lasts :data:`FRAMES_PER_TOKEN`
+frames, the alignment FastSpeech 2's training workload feeds as ``duration_labels`` (at VITS's
+16 kHz / 256-sample frames, about 15.6 tokens a second of speech, the rate of read speech in characters):
+the duration predictor runs as in the real model, and its output is taken as those durations (a known
+value, :mod:`estimator.peak.known_values`, inside a simulation; the same durations written into its
+output in a real run, so that a truth measurement runs the same alignment). The notes say so.
+
+- FastSpeech 2 (and with its HiFi-GAN vocoder): ``input_ids`` and ``attention_mask``; training adds the
+  alignment (``duration_labels``) and the mel, pitch and energy targets it trains on; inference is one
+  forward in eval mode (the predicted durations, as above).
+- VITS: ``input_ids`` and ``attention_mask``; inference one forward; training: transformers' VitsModel
+  refuses labels (``NotImplementedError``: no training loss), so the step is the backward of the sum of
+  its waveform through the same forward (fine-tuning through the generator), durations as above.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from estimator.peak.other_models import Found
+
+__all__ = ["FRAMES_PER_TOKEN", "tts_inputs"]
+
+FRAMES_PER_TOKEN = 4  # spectrogram frames each input token lasts (see the module docstring)
+_HOOKED = "_estimator_duration_hook"
+
+
+def tts_inputs(model: nn.Module, batch_size: int, seq_len: int) -> Found | None:
+    """The inputs of a text-to-speech model of this module, else None."""
+    config: Any = model.config
+    maker = {"fastspeech2_conformer": _fastspeech2, "fastspeech2_conformer_with_hifigan": _fastspeech2,
+             "vits": _vits}.get(str(getattr(config, "model_type", "")))
+    return maker(config, batch_size, seq_len) if maker is not None else None
+
+
+def _assume(output: torch.Tensor, value: float) -> torch.Tensor:
+    """``output`` holding ``value`` everywhere: a fake one known to (the simulation), a real one filled with it."""
+    from estimator.peak.known_values import know
+
+    if isinstance(output, torch._subclasses.fake_tensor.FakeTensor):
+        with _disable_current_modes():
+            real = torch.full(tuple(output.shape), value, dtype=output.dtype)
+        return know(output, real)
+    if not output.requires_grad:
+        return torch.full_like(output, value)
+    return output + (torch.full_like(output, value) - output).detach()  # the values, and the graph behind them kept
+
+
+def _durations(kind: str, value: float, *, eval_only: bool) -> Any:
+    """A ``prepare`` that makes every duration predictor of the model (class name ending ``kind``) output
+    ``value`` (``eval_only``: in eval mode only, where the model expands the text by them)."""
+
+    def hook(module: nn.Module, args: Any, out: torch.Tensor) -> torch.Tensor | None:
+        return None if eval_only and module.training else _assume(out, value)
+
+    def prepare(m: nn.Module) -> None:
+        for module in m.modules():
+            if type(module).__name__.endswith(kind) and not getattr(module, _HOOKED, False):
+                module.register_forward_hook(hook)
+                setattr(module, _HOOKED, True)
+
+    return prepare
+
+
+_aten = torch.ops.aten
+_COMPARISONS = frozenset({_aten.ge.Scalar, _aten.le.Scalar, _aten.gt.Scalar, _aten.lt.Scalar,
+                          _aten.ge.Tensor, _aten.le.Tensor, _aten.gt.Tensor, _aten.lt.Tensor})
+
+
+class _InsideTailBound(TorchDispatchMode):
+    """Inside VITS's stochastic duration predictor, in a simulation: every comparison of its activations holds.
+
+    Its rational-quadratic spline flows ask which values lie inside ``tail_bound`` (5) and index by that mask,
+    and check that a discriminant is not negative: the predictor's noise is drawn from N(0, noise_scale_duration)
+    (0.8), inside the bound, so the spline runs on every value, as it does in the real run; its bin search's
+    comparisons are known true as well (which bin changes the values gathered, not their shapes)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        from estimator.peak.known_values import _value, know
+
+        out = func(*args, **(kwargs or {}))
+        if func in _COMPARISONS and isinstance(out, torch._subclasses.fake_tensor.FakeTensor) and _value(out) is None:
+            with _disable_current_modes():
+                real = torch.ones(tuple(out.shape), dtype=torch.bool)
+            know(out, real)
+        return out
+
+
+def _inside_tail_bound(m: nn.Module) -> None:
+    """Run every stochastic duration predictor of ``m`` under :class:`_InsideTailBound` where its weights are fake."""
+    for module in m.modules():
+        if type(module).__name__ == "VitsStochasticDurationPredictor" and "forward" not in vars(module):
+            original = module.forward
+
+            def forward(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                fake = any(isinstance(p, torch._subclasses.fake_tensor.FakeTensor) for p in m.parameters())
+                if not fake:
+                    return _original(*args, **kwargs)
+                with _InsideTailBound():
+                    return _original(*args, **kwargs)
+
+            module.forward = forward
+
+
+def _text(config: Any, b: int, n: int) -> dict[str, np.ndarray]:
+    from estimator.peak.basic_inputs import ordinary_token
+
+    return {"input_ids": np.full((b, n), ordinary_token(config, int(config.vocab_size)), np.int64),
+            "attention_mask": np.ones((b, n), np.int64)}
+
+
+def _fastspeech2(config: Any, b: int, n: int) -> Found:
+    """Training: the text ids with an alignment (``duration_labels``, :data:`FRAMES_PER_TOKEN` frames per
+    token) and the mel, pitch and energy targets; inference: the predicted durations taken as that alignment
+    (the predictor outputs whole frames in eval mode)."""
+    config = getattr(config, "model_config", None) or config  # FastSpeech2ConformerWithHifiGan: the acoustic model's config
+    frames = n * FRAMES_PER_TOKEN
+    mel = int(config.num_mel_bins)
+    arrays: dict[str, np.ndarray] = {
+        **_text(config, b, n),
+        "duration_labels": np.full((b, n), FRAMES_PER_TOKEN, np.int64),
+        "spectrogram_labels": np.zeros((b, frames, mel), np.float32),
+        "pitch_labels": np.zeros((b, n, 1), np.float32), "energy_labels": np.zeros((b, n, 1), np.float32)}
+    return Found(arrays, f"input_ids {b}x{n}; inference: the duration predictor's output taken as {FRAMES_PER_TOKEN} mel frames "
+                         f"per token ({frames} frames; real durations come from the trained weights and scale the decoder's "
+                         f"memory); training: duration_labels ({FRAMES_PER_TOKEN} frames per token), spectrogram_labels "
+                         f"{b}x{frames}x{mel}, pitch_labels, energy_labels",
+                 prepare=_durations("DurationPredictor", FRAMES_PER_TOKEN, eval_only=True),
+                 infer_drops=("duration_labels", "spectrogram_labels", "pitch_labels", "energy_labels"),
+                 known_floats=("spectrogram_labels",))  # its padding (-100) is asked: none here
+
+
+def _vits(config: Any, b: int, n: int) -> Found:
+    """``input_ids`` and ``attention_mask``; the duration predictor's log-durations taken as
+    ``log(FRAMES_PER_TOKEN - 0.5)`` per token, which VITS rounds up (``ceil(exp(.))``) to :data:`FRAMES_PER_TOKEN`
+    frames at its default speaking rate."""
+    frames = n * FRAMES_PER_TOKEN
+    hop = math.prod(int(r) for r in config.upsample_rates)
+    rate = int(config.sampling_rate)
+    return Found(_text(config, b, n),
+                 f"input_ids {b}x{n}, attention_mask; the duration predictor's output taken as {FRAMES_PER_TOKEN} spectrogram "
+                 f"frames per token ({frames} frames: a waveform of {frames * hop / rate:g} s at {rate} Hz; real durations come "
+                 "from the trained weights and scale the flow's and vocoder's memory); training: VitsModel has no loss "
+                 "(labels raise NotImplementedError), the backward of its waveform's sum",
+                 prepare=_vits_prepare)
+
+
+def _vits_prepare(m: nn.Module) -> None:
+    _durations("DurationPredictor", math.log(FRAMES_PER_TOKEN - 0.5), eval_only=False)(m)
+    _inside_tail_bound(m)
