@@ -19,9 +19,10 @@ from pathlib import Path
 from testkit.audio_cases import AUDIO_SECONDS, all_cases
 from testkit.audio_encoder_truth import ENCODER_CASES, ENCODER_SECONDS
 from testkit.multimodal_truth import Job, run_jobs
+from testkit.video_cases import VIDEO_FRAMES
 
 SPEECH_SECONDS = {"whisper": (5.0, 30.0), "speech_to_text": (5.0, 12.0), **AUDIO_SECONDS, **ENCODER_SECONDS}
-ONE_IMAGE = {"florence2", "fuyu"}  # captioners and Fuyu take one image per prompt (two are refused)
+ONE_IMAGE = {"florence2", "fuyu", "blip-2", "instructblip"}  # captioners, Fuyu, BLIP-2 take one image per prompt (two are refused)
 OUT = Path(__file__).parent / "results" / "multimodal_accuracy.md"
 
 
@@ -31,6 +32,8 @@ def grid(cases: list[str]) -> list[tuple[str, str, int, float]]:
         for mode in ("inference", "training"):
             if case in SPEECH_SECONDS:
                 rows += [(case, mode, 0, s) for s in SPEECH_SECONDS[case]]
+            elif case in VIDEO_FRAMES:  # one video per prompt: the "images" slot carries its frames
+                rows += [(case, mode, n, 0.0) for n in VIDEO_FRAMES[case]]
             else:
                 rows += [(case, mode, n, 0.0) for n in ((1,) if case in ONE_IMAGE else (1, 2))]
     return rows
@@ -39,7 +42,7 @@ def grid(cases: list[str]) -> list[tuple[str, str, int, float]]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     smoke = "--smoke" in argv
-    cases = [a for a in argv if a != "--smoke"] or [*all_cases(), *ENCODER_CASES]  # ENCODER_CASES: speech encoders / CTC
+    cases = [a for a in argv if a != "--smoke"] or [*all_cases(), *ENCODER_CASES, *VIDEO_FRAMES]  # ENCODER_CASES: speech encoders / CTC
     rows = grid(cases)
     if smoke:
         rows = rows[:1]
@@ -55,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0.0
     for case, mode, images, seconds in rows:
         truth, sim = results[("truth", case, mode, images, seconds)], results[("sim", case, mode, images, seconds)]
-        what = f"{seconds:g} s" if seconds else f"{images} image{'s' if images > 1 else ''}"
+        what = (f"{seconds:g} s" if seconds else f"{images} video frames" if case in VIDEO_FRAMES
+                else f"{images} image{'s' if images > 1 else ''}")
         if isinstance(truth, dict) and isinstance(sim, dict) and sim["method"] == "simulated":
             error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
             worst = max(worst, abs(error))

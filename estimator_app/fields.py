@@ -45,6 +45,7 @@ FIELDS: tuple[str, ...] = (
     "vllm_version",
     "images",
     "audio",
+    "video",
 )
 
 LABELS: dict[str, str] = {
@@ -85,6 +86,7 @@ LABELS: dict[str, str] = {
     "vllm_version": "vLLM version (serving; whose start-up accounting to follow)",
     "images": "Images per prompt (vision-language models; 0 = the default, 1)",
     "audio": "Audio seconds (speech models; 0 = the feature extractor's window, Whisper's 30)",
+    "video": "Video frames (one video per prompt, video-language models; 0 = no video)",
     "token": "Hub token for gated or private models (optional; never stored)",
     "post_token": "Your Hub token (write-discussions)",
 }
@@ -127,6 +129,7 @@ OPTIONS: dict[str, str] = {
     "vllm_version": "vllm_version",
     "images": "images",
     "audio_seconds": "audio",
+    "video_frames": "video",
     "token": "token",
 }
 

@@ -91,6 +91,7 @@ class FormState:
     vllm_version: str = VLLM_VERSIONS[-1]
     images: int | None = None  # None: the core's default (1 image for a vision-language model)
     audio: int | None = None  # seconds; None: the feature extractor's window
+    video: int | None = None  # frames of one video per prompt; None: no video
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", canonical_dtypes(self.dtypes))
@@ -202,6 +203,7 @@ SPECS: dict[str, Field] = {
     "vllm_version": _choice_field("vllm_version", VLLM_VERSIONS),
     "images": _number_field("images", "auto"),
     "audio": _number_field("audio", "auto"),
+    "video": _number_field("video", "none"),
 }
 assert tuple(SPECS) == FIELDS, "SPECS must list every field of fields.FIELDS, in that order"
 

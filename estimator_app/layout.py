@@ -41,7 +41,7 @@ def form_widgets(w: dict[str, Any]) -> list[gr.Button]:
             for name, value, least in (("batch", 1, 1), ("seq", 0, 0), ("image", 0, 0), ("new_tokens", 0, 0)):
                 w[name] = gr.Number(value, label=LABELS[name], minimum=least, precision=0, elem_id=name.replace("_", "-"))
         with gr.Row():  # what a vision-language or speech model's prompt carries (docs/multimodal.md)
-            for name in ("images", "audio"):
+            for name in ("images", "audio", "video"):
                 w[name] = gr.Number(0, label=LABELS[name], minimum=0, precision=0, elem_id=name)
         with gr.Row():
             w["optimizer"] = gr.Dropdown(list(form.OPTIMIZERS), value="adamw", label=LABELS["optimizer"], elem_id="optimizer")

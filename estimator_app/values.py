@@ -40,7 +40,8 @@ TARGETS_EXPECTED = (
 LIMITS = {"batch": (1, 1 << 20), "seq": (1, 1 << 24), "image": (1, 1 << 16), "new_tokens": (0, 1 << 24), "lora": (1, 1 << 16),
           "ctx": (1, 1 << 24), "max_model_len": (1, 1 << 24), "max_num_seqs": (1, 1 << 20), "max_num_batched_tokens": (1, 1 << 24),
           "block_size": (1, 1 << 10), "gpus": (1, 1 << 16), "nodes": (1, 1 << 16), "tensor_parallel_size": (1, 1 << 10),
-          "pipeline_parallel_size": (1, 1 << 10), "images": (1, 64), "audio": (1, 3600)}
+          "pipeline_parallel_size": (1, 1 << 10), "images": (1, 64), "audio": (1, 3600),
+          "video": (1, 4096)}
 STRATEGIES = ("none", *(m.value for m in Strategy))
 OFFLOADS: tuple[str, ...] = tuple(m.value for m in Offload)
 KV_CACHE_DTYPES = ("auto", "fp8")

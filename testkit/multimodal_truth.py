@@ -31,18 +31,26 @@ _WORK = "multimodal_work"
 def _media(case: Any, images: int, audio_seconds: float | None = None) -> Any:
     from estimator.peak.processors import Media
 
+    if getattr(case, "extra", {}).get("video"):  # a case of testkit.video_cases: "images" are the one video's frames
+        return Media(video_frames=images, image_size=case.image_size)
     return Media(images=images, image_size=case.image_size, audio_seconds=audio_seconds)
+
+
+def _cases() -> dict[str, Any]:
+    from testkit.audio_cases import all_cases
+    from testkit.video_cases import VIDEO_CASES
+
+    return {**all_cases(), **VIDEO_CASES}
 
 
 def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
     from estimator.peak.audio import audio_inputs
     from estimator.peak.processors import media_inputs
-    from testkit.audio_cases import all_cases
     from testkit.audio_encoder_truth import ENCODER_CASES, measure_forward
 
     if case_name in ENCODER_CASES:  # speech encoders / CTC: one forward, or the model's own loss
         return measure_forward(ENCODER_CASES[case_name], mode, _media(ENCODER_CASES[case_name], 0, audio_seconds))
-    case = all_cases()[case_name]
+    case = _cases()[case_name]
     torch.manual_seed(0)
     config = case.make_config()
     make = audio_inputs if audio_seconds is not None else media_inputs
@@ -83,10 +91,9 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
 
 def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
     from estimator.peak import simulate_peak
-    from testkit.audio_cases import all_cases
     from testkit.audio_encoder_truth import ENCODER_CASES
 
-    case = {**all_cases(), **ENCODER_CASES}[case_name]
+    case = {**_cases(), **ENCODER_CASES}[case_name]
     r = simulate_peak(case.build_on("meta"), mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
                       seq_len=case.seq_len, max_new_tokens=case.max_new_tokens if mode == "inference" else 0,
                       media=_media(case, images, audio_seconds))

@@ -302,8 +302,9 @@ def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: i
         from estimator.peak.media import media_workload
         from estimator.peak.processors import media_inputs
 
-        made = audio_inputs if media.images == 0 else media_inputs  # speech models: no images, audio
-        run = audio_workload if media.images == 0 else media_workload  # speech encoders: one forward
+        speech = media.images == 0 and not media.video_frames  # speech models: no images or video, audio
+        made = audio_inputs if speech else media_inputs
+        run = audio_workload if speech else media_workload  # speech encoders: one forward
         try:
             return run(model, made(model.config, media, batch_size=batch_size, text_len=seq_len)), ()
         except Exception as exc:  # the processor could not be built or run from this config

@@ -101,7 +101,8 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
         for name, real in media.tensors.items():
             if real.dtype.is_floating_point:
                 made[name] = torch.empty(real.shape, dtype=dtype if real.dtype == torch.float32 else real.dtype)
-                if media.known_pixels:
+                # a per-sample float (Qwen2.5-VL's second_per_grid_ts, read by the rope index) is known as the ids are
+                if media.known_pixels or real.dim() <= 1:
                     know(made[name], real)
             else:
                 made[name] = know(torch.empty(real.shape, dtype=real.dtype), real)

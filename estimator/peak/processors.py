@@ -38,6 +38,7 @@ from estimator.peak.family import (  # noqa: F401 - re-exported: the names this 
     _tokenizer,
     _vision,
 )
+from estimator.peak.video_inputs import VIDEO_PLACEHOLDERS, frame_size, video_call, video_processor, video_simulated, video_words
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +181,8 @@ def _sibling(model_type: str) -> str:
     return next((t for t, n in PROCESSOR_MAPPING_NAMES.items() if n == name and t in IMAGE_PROCESSOR_MAPPING_NAMES), model_type)
 
 
-def _processor(model_type: str, family: Family, config: Any, image_processor: Any, settings: dict[str, Any] | None) -> Any:
+def _processor(model_type: str, family: Family, config: Any, image_processor: Any, settings: dict[str, Any] | None,
+               preprocessor: dict[str, Any] | None = None) -> Any:
     import transformers
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
@@ -189,7 +191,10 @@ def _processor(model_type: str, family: Family, config: Any, image_processor: An
     if settings:
         kwargs.update({k: v for k, v in settings.items() if k not in ("processor_class", "auto_map", "chat_template")})
     if "video_processor" in cls.get_attributes():
-        kwargs["video_processor"] = _video_processor(model_type, family, config)
+        if video_simulated(model_type):  # set as from_pretrained sets it (estimator.peak.video_inputs)
+            kwargs["video_processor"] = video_processor(model_type, family, config, preprocessor, settings)
+        else:
+            kwargs["video_processor"] = _video_processor(model_type, family, config)
     return cls(image_processor=image_processor, tokenizer=_tokenizer(config, family), **kwargs)
 
 
@@ -218,8 +223,14 @@ def media_inputs(
     if family is None:
         raise ValueError(f"images are not simulated for {model_type or type(config).__name__} models")
     image_processor = _image_processor(model_type, family, config, preprocessor)
-    proc = _processor(model_type, family, config, image_processor, processor)
+    proc = _processor(model_type, family, config, image_processor, processor, preprocessor)
     size = media.image_size or _processor_size(image_processor) or family.default_size(config)
+    video: dict[str, Any] = {}
+    if media.video_frames:  # one video per prompt (estimator.peak.video_inputs), after the images, before the text
+        if not video_simulated(model_type) or family.call is not None:
+            raise ValueError(f"video is not simulated for {model_type} models")
+        frame = media.image_size or frame_size(proc) or family.default_size(config)
+        video = video_call(proc, media.video_frames, frame, batch_size, np.random.default_rng(seed + 1))
     rng = np.random.default_rng(seed)
     images: list[Any] = [[_image(rng, size, family.pil) for _ in range(media.images)] for _ in range(batch_size)]
     if family.flat_single and media.images == 1:
@@ -227,9 +238,10 @@ def media_inputs(
     if family.call is not None:
         out = family.call(proc, config, images if media.images else [[] for _ in range(batch_size)], text_len)
     else:
-        prompt = family.placeholder * (min(media.images, 1) if family.one_placeholder else media.images) + " a" * text_len
+        prompt = (family.placeholder * (min(media.images, 1) if family.one_placeholder else media.images)
+                  + (VIDEO_PLACEHOLDERS[model_type] if video else "") + " a" * text_len)
         out = proc(text=[prompt] * batch_size, images=images if media.images else None, return_tensors="pt",
-                   **family.call_kwargs(config, media.images))
+                   **family.call_kwargs(config, media.images), **video)
     tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
     if not family.decoder_text:
         tensors.pop("labels", None)  # PaliGemma's processor makes them for a suffix; training passes its own
@@ -237,12 +249,22 @@ def media_inputs(
     ids = tensors.get("input_ids")
     image_token = family.attributes.get("image_token", family.placeholder) or next(iter(family.tokens), "")
     image_id = proc.tokenizer.convert_tokens_to_ids(image_token) if image_token else None
-    per_sample = int((ids[0] == image_id).sum()) if media.images and ids is not None and image_id is not None else 0
+    counted = media.images or media.video_frames
+    per_sample = int((ids[0] == image_id).sum()) if counted and ids is not None and image_id is not None else 0
     if media.images and "image_embeds_position_mask" in tensors:  # Kosmos-2(.5): the image's positions are flagged
         per_sample = int(tensors["image_embeds_position_mask"][0].sum())
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
     words = (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt, {per_sample} image tokens "
              f"+ {text_len} text tokens ({type(proc).__name__}; {shapes})")
+    if video:
+        video_id = proc.tokenizer.convert_tokens_to_ids(family.attributes.get("video_token") or "")
+        video_tokens = int((ids[0] == video_id).sum()) if ids is not None and isinstance(video_id, int) else 0
+        shared = video_tokens == 0  # InternVL writes its frames as image tokens: counted together
+        what = video_words(media.video_frames, int(video["videos"][0].shape[1]), per_sample if shared else video_tokens, shared)
+        head = "" if not media.images else (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt"
+                                            f"{'' if shared else f', {per_sample} image tokens'}, ")
+        words = f"{head}{what} + {text_len} text tokens ({type(proc).__name__}; {shapes})"
+        per_sample += 0 if shared else video_tokens
     return MediaInputs(tensors, words, per_sample, size, family.known_pixels)
 
 

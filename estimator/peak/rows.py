@@ -198,13 +198,13 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
 
 
 def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
-    """The image tokens each prompt of ``work`` carries (0 for text models and speech models): what the
-    model's processor expands its images into, so that a context limit counts them too."""
+    """The image (and video) tokens each prompt of ``work`` carries (0 for text models and speech models): what
+    the model's processor expands its images and video into, so that a context limit counts them too."""
     from estimator.build.transformers_models import transformers_config
     from estimator.peak.processors import media_inputs
 
     media = media_request(resolved, work)
-    if media is None or media.images == 0:
+    if media is None or (media.images == 0 and not media.video_frames):
         return 0
     config = transformers_config(resolved.config, model=resolved.name)
     return int(media_inputs(config, media, batch_size=1, text_len=1).tensors["input_ids"].shape[1]) - 1
@@ -217,13 +217,15 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     from estimator.options.specs import DEFAULT_IMAGES
     from estimator.peak.audio import audio_simulated, simulated_audio_types
     from estimator.peak.processors import Media, images_simulated, simulated_image_types
+    from estimator.peak.video_inputs import simulated_video_types, video_simulated
 
     shape = work.shape
     model_type = str(resolved.config.get("model_type") or "")
     preprocessor, processor = resolved.extra.get("preprocessor_config"), resolved.extra.get("processor_config")
-    if shape.video_frames:
-        raise UnsupportedError([Option("video_frames"), " is not simulated yet: video inputs are refused rather than guessed "
-                                "(images: ", Option("images"), ")."], option="video_frames")
+    if shape.video_frames and not video_simulated(model_type):
+        raise UnsupportedError([Option("video_frames"), f" shapes video-language models whose video processor is simulated "
+                                f"({', '.join(simulated_video_types())}); {resolved.name} ({model_type}) is not one of them."],
+                               option="video_frames")
     if shape.images and not images_simulated(model_type):
         raise UnsupportedError([Option("images"), f" shapes vision-language models whose processor is simulated "
                                 f"({', '.join(simulated_image_types())}); {resolved.name} ({model_type}) is not one of them."],
@@ -236,10 +238,12 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
         return Media(audio_seconds=shape.audio_seconds, preprocessor=preprocessor, processor=processor)
     if not images_simulated(model_type):
         return None
-    images = DEFAULT_IMAGES if shape.images is None else shape.images
-    if images == 0:
+    # a prompt with a video carries no image unless asked (--images)
+    images = (0 if shape.video_frames else DEFAULT_IMAGES) if shape.images is None else shape.images
+    if images == 0 and not shape.video_frames:
         return None
-    return Media(images=images, image_size=shape.image_size, preprocessor=preprocessor, processor=processor)
+    return Media(images=images, image_size=shape.image_size, video_frames=shape.video_frames, preprocessor=preprocessor,
+                 processor=processor)
 
 
 def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:
