@@ -147,8 +147,9 @@ def _layer_bytes(layer: LayerShape, tokens: int, hidden: int, tp: int, act: int,
     shared_peak = tokens * 3 * shared_i * act
     shared_out = tokens * hidden * act if shared_i else 0
     routed = tokens * hidden * act  # the experts' summed output
-    if mxfp4:  # triton_kernels' matmul_ogs: gathered gate_up and activation rows, freed inside the op
-        routed += tokens * layer.topk * 3 * (layer.moe_intermediate // tp) * act
+    if mxfp4:  # triton_kernels' matmul_ogs: gathered gate_up and activation rows, freed inside the op (the Triton
+        # backend's intermediate per partition is rounded up to 64: mxfp4_round_up_hidden_size_and_intermediate_size)
+        routed += tokens * layer.topk * 3 * _round_up(layer.moe_intermediate // tp, 64) * act
     return held + normed + routing + max(shared_peak, shared_out + routed)
 
 
