@@ -93,12 +93,25 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
     ``expand * hidden_size``, groups 1); an encoder-decoder without ``decoder_start_token_id`` gets
     its ``pad_token_id`` there, as T5's checkpoints state it.
     """
+    config = _omni_vision_start(config)
     small = _shrink(dict(config), level, _token_map(config) if level <= 2 else {}, recompute_layer_types)
     if level == 1:  # the relations between sizes the real forward needs (testkit/shrink_fit.py's docstring)
         from testkit.shrink_fit import fit
 
         fit(config, small, width_keys=WIDTH_KEYS, width=WIDTH, ffn=FFN)
     return small
+
+
+def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
+    """Qwen2.5-Omni's thinker reads ``vision_start_token_id`` (its 3-D rotary positions), which its config class
+    leaves to the checkpoint (only the talker's declares it): Qwen2.5-Omni's checkpoints state the Qwen2
+    tokenizer's ``<|vision_start|>``, 151652, in the thinker config. Added where missing (the thinker alone, or
+    inside the whole model's ``thinker_config``)."""
+    if config.get("model_type") == "qwen2_5_omni" and isinstance(config.get("thinker_config"), dict):
+        return {**config, "thinker_config": _omni_vision_start(config["thinker_config"])}
+    if config.get("model_type") == "qwen2_5_omni_thinker" and config.get("vision_start_token_id") is None:
+        return {**config, "vision_start_token_id": 151652}
+    return config
 
 
 def _token_map(config: dict[str, Any]) -> dict[int, int]:

@@ -127,6 +127,27 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vision_config": {"depths": [1, 1, 1, 1], "embed_dim": [16, 16, 32, 32], "num_heads": [1, 1, 2, 2],
                           "num_groups": [1, 1, 2, 2], "projection_dim": 64, "drop_path_rate": 0.0},
         "image_token_id": 500}, seq_len=16),
+    MultimodalCase("blip-2", "blip-2", {  # a Q-Former's 8 query tokens per image, one image per prompt (estimator/peak/captioners.py)
+        "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
+        "qformer_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+                           "encoder_hidden_size": 32, "vocab_size": 512},
+        "text_config": {"model_type": "opt", "hidden_size": 64, "ffn_dim": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "vocab_size": 512, "max_position_embeddings": 2048, "word_embed_proj_dim": 64},
+        "num_query_tokens": 8, "image_token_index": 500}),
+    MultimodalCase("instructblip", "instructblip", {  # BLIP-2's layout, the Q-Former also reading the prompt
+        "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
+        "qformer_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+                           "encoder_hidden_size": 32, "vocab_size": 512},
+        "text_config": {"model_type": "opt", "hidden_size": 64, "ffn_dim": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "vocab_size": 512, "max_position_embeddings": 2048, "word_embed_proj_dim": 64},
+        "num_query_tokens": 8, "image_token_index": 500}),
+    MultimodalCase("idefics", "idefics", {  # a perceiver's latents read by gated cross-attention; the decode keeps image_hidden_states
+        "vocab_size": 512, "additional_vocab_size": 0, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "cross_layer_interval": 1, "max_position_embeddings": 2048,
+        "vision_config": {"embed_dim": 32, "image_size": 32, "patch_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+                          "intermediate_size": 64},
+        "perceiver_config": {"use_resampler": True, "resampler_n_latents": 8, "resampler_depth": 1, "resampler_n_heads": 2,
+                             "resampler_head_dim": 16}}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,

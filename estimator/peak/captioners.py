@@ -1,7 +1,8 @@
 """Processor families whose images are not a grid of tokens in the prompt (see :mod:`estimator.peak.more_families`).
 
 - **Fixed-count prompts**: BLIP-2 and InstructBLIP (the Q-Former's ``num_query_tokens`` image tokens written by
-  the processor; InstructBLIP's Q-Former also reads the prompt, through its own tokenizer), Kosmos-2 (64 image
+  the processor; InstructBLIP's Q-Former also reads the prompt, through its own tokenizer), InstructBLIP-Video
+  (a clip of 4 frames: ``num_query_tokens`` x 4 video tokens), Kosmos-2 (64 image
   positions), Kosmos-2.5 (``latent_query_num``), Florence-2 (one token per cell of DaViT's last stage plus one),
   Idefics (one ``<image>`` per image between ``<fake_token_around_image>``, its perceiver's latents read by
   cross-attention), Step3p7 (a global view and local crops), Phi-4-multimodal (crops of the dynamic HD
@@ -83,6 +84,33 @@ def _single(name: str, token: str = "") -> Any:
         return proc(images=flat, text=[" a" * text_len] * len(images), return_tensors="pt")
 
     return call
+
+
+_CLIP_FRAMES = 4  # InstructBlipVideoProcessor writes num_query_tokens * 4 video tokens: "InstructBLIP works with 4 frames only"
+
+
+def _video_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+    """InstructBLIP-Video reads a clip of 4 frames per prompt: its processor (transformers' own
+    ``InstructBlipVideoProcessor``, its ``InstructBlipVideoVideoProcessor`` at the tower's image size) writes
+    ``num_query_tokens`` x 4 ``<video>`` tokens before the text and returns ``pixel_values`` (B, 4, 3, H, W); each
+    prompt's image is the clip's first frame, the other three random frames of its size. The stand-in tokenizers
+    are those of InstructBLIP's processor, which ``proc`` is."""
+    import numpy as np
+    from transformers import InstructBlipVideoProcessor, InstructBlipVideoVideoProcessor
+
+    if any(len(sample) != 1 for sample in images):
+        from estimator.errors import UnsupportedError
+
+        raise UnsupportedError(f"InstructBLIP-Video reads one clip of {_CLIP_FRAMES} frames per prompt: give it 1 image "
+                               "(its first frame)")
+    size = _side(getattr(_vision(config), "image_size", None))
+    video = InstructBlipVideoProcessor(video_processor=InstructBlipVideoVideoProcessor(size={"height": size, "width": size}),
+                                       tokenizer=proc.tokenizer, qformer_tokenizer=proc.qformer_tokenizer,
+                                       num_query_tokens=int(config.num_query_tokens))
+    rng = np.random.default_rng(1)
+    clips = [np.stack([sample[0], *(rng.integers(0, 256, sample[0].shape, dtype=np.uint8) for _ in range(_CLIP_FRAMES - 1))])
+             for sample in images]
+    return video(images=clips, text=[" a" * text_len] * len(images), return_tensors="pt")
 
 
 def _captioner(name: str) -> Any:
@@ -248,8 +276,15 @@ def captioner_families() -> dict[str, Family]:
                           image_processor=_square, call=_single("InstructBLIP", "image_token_index"),
                           processor=lambda config: {"num_query_tokens": config.num_query_tokens,
                                                     "qformer_tokenizer": _stand_in(config.qformer_config)})
+    # InstructBLIP's processor (image processor and both stand-in tokenizers), then its video processor in the call
+    video = Family(tokens={"<video>": ("video_token_index",)}, placeholder="", attributes={"image_token": "<video>"},
+                   image_processor=_square, call=_video_call,
+                   classes={"processor": "InstructBlipProcessor", "image_processor": "BlipImageProcessor"},
+                   processor=lambda config: {"num_query_tokens": config.num_query_tokens,
+                                             "qformer_tokenizer": _stand_in(config.qformer_config)})
     return {
         "blip-2": blip2,
+        "instructblipvideo": video,
         "instructblip": instructblip,
         "blip": Family(tokens={}, placeholder="", image_processor=_square, call=_single("BLIP")),
         "git": Family(tokens={}, placeholder="", image_processor=_clip, call=_single("GIT")),

@@ -39,6 +39,10 @@ _CLASSES = 80  # class names per image: the 80 COCO classes, the detector's usua
 def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int | None) -> Workload | None:
     """The workload of a model of :data:`TYPES` whose forward takes these inputs; else None."""
     config: Any = getattr(model, "config", None)
+    if getattr(config, "model_type", None) == "pi0":  # a vision-language-action model (estimator.peak.pi0_inputs)
+        from estimator.peak import pi0_inputs
+
+        return pi0_inputs.workload(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
     if getattr(config, "model_type", None) not in TYPES:
         return None
     b = batch_size
