@@ -106,11 +106,14 @@ def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
     """Qwen2.5-Omni's thinker reads ``vision_start_token_id`` (its 3-D rotary positions), which its config class
     leaves to the checkpoint (only the talker's declares it): Qwen2.5-Omni's checkpoints state the Qwen2
     tokenizer's ``<|vision_start|>``, 151652, in the thinker config. Added where missing (the thinker alone, or
-    inside the whole model's ``thinker_config``)."""
+    inside the whole model's ``thinker_config``). Voxtral's default has no ``audio_token_id`` either; its checkpoints
+    state 24, the ``[AUDIO]`` id its processor writes."""
     if config.get("model_type") == "qwen2_5_omni" and isinstance(config.get("thinker_config"), dict):
         return {**config, "thinker_config": _omni_vision_start(config["thinker_config"])}
     if config.get("model_type") == "qwen2_5_omni_thinker" and config.get("vision_start_token_id") is None:
         return {**config, "vision_start_token_id": 151652}
+    if config.get("model_type") == "voxtral" and config.get("audio_token_id") is None:
+        return {**config, "audio_token_id": 24}  # Voxtral's checkpoints, as VoxtralProcessor's constant [AUDIO] id
     return config
 
 

@@ -61,6 +61,10 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
 
     if model_type in PROMPT_TYPES:
         return prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
+    from estimator.peak.speech_prompts import SPEECH_PROMPT_TYPES, speech_prompt_inputs  # Voxtral: no tokenizer file here
+
+    if model_type in SPEECH_PROMPT_TYPES:
+        return speech_prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
     speech = SPEECH.get(model_type)
     if speech is None and model_type in FORWARD_TYPES:  # encoders, CTC, classifiers, transducers
         return forward_audio_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
@@ -89,8 +93,9 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
 def audio_simulated(model_type: str) -> bool:
     """Whether ``model_type`` is fed audio made by its feature extractor (else: refused with ``--audio-seconds``)."""
     from estimator.peak.audio_prompts import PROMPT_TYPES
+    from estimator.peak.speech_prompts import SPEECH_PROMPT_TYPES
 
-    return model_type in SPEECH or model_type in PROMPT_TYPES or forward_simulated(model_type)
+    return model_type in SPEECH or model_type in PROMPT_TYPES or model_type in SPEECH_PROMPT_TYPES or forward_simulated(model_type)
 
 
 def audio_workload(model: Any, inputs: MediaInputs) -> Any:
@@ -107,5 +112,6 @@ def audio_workload(model: Any, inputs: MediaInputs) -> Any:
 def simulated_audio_types() -> list[str]:
     """The model types fed audio, for messages."""
     from estimator.peak.audio_prompts import PROMPT_TYPES
+    from estimator.peak.speech_prompts import SPEECH_PROMPT_TYPES
 
-    return sorted({*SPEECH, *PROMPT_TYPES, *(t for t in FORWARD_TYPES if forward_simulated(t))})
+    return sorted({*SPEECH, *PROMPT_TYPES, *SPEECH_PROMPT_TYPES, *(t for t in FORWARD_TYPES if forward_simulated(t))})
