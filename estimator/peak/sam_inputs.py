@@ -23,7 +23,11 @@ for the models this module knows, else None (:func:`estimator.peak.inputs.worklo
   object (``add_inputs_to_inference_session``), then ``model.propagate_in_video_iterator(session)`` over
   every frame: ``pixel_values`` of :data:`VIDEO_FRAMES` frames at S (the memory bank's ``num_maskmem``
   past frames and the current one fill by the last frame). The forward runs under ``torch.inference_mode``
-  in the library: there is no training step to simulate (refused with that reason).
+  in the library: there is no training step to simulate (refused with that reason; :mod:`estimator.peak.sam_video`).
+
+Not fed here, and why (decided, not guessed): SAM3's video model (``Sam3VideoModel``) is prompted by text; its
+detector's queries whose scores pass ``score_threshold_detection`` become the objects the tracker follows, so
+the work of every frame depends on the values of the activations, not on the inputs (as LightGlue's keypoints).
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return _prompted(model, PROMPTED[model_type], batch_size, image_size)
     if model_type in TOWERS:
         return _tower(model, TOWERS[model_type], batch_size, image_size)
+    if model_type in VIDEO and name.endswith("Model"):
+        from estimator.peak.sam_video import video_workload
+
+        return video_workload(model, VIDEO[model_type], batch_size, image_size)
     return None
 
 
@@ -94,8 +102,8 @@ def processor_for(model_type: str, side: int) -> Any:
     else:
         image = image_cls(size={"height": side, "width": side})
     cls = getattr(transformers, PROCESSOR_MAPPING_NAMES[model_type])
-    video_names = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type)
-    if video_names:
+    if model_type in VIDEO.values():  # SAM2's video processor: the one transformers has for the family's trackers
+        video_names = VIDEO_PROCESSOR_MAPPING_NAMES["sam2_video"]
         video = video_processor_class_from_name(video_names.get("torchvision") or next(iter(video_names.values())))
         return cls(image_processor=image, video_processor=video(size={"height": side, "width": side}))
     return cls(image_processor=image)

@@ -1,0 +1,145 @@
+"""The real CPU peak of small SAM-family models fed :mod:`estimator.peak.sam_inputs`' inputs, against the simulation.
+
+Measured as :mod:`testkit.vision_truth` measures (the model built for real on CPU inside
+``torch.profiler.profile(profile_memory=True)``, the truth the maximum "Total Allocated" inside the window
+of the work, :func:`testkit.peak_truth.run_work`: training = two steps of forward, backward,
+``torch.optim.AdamW`` step and ``zero_grad(set_to_none=True)``; inference = one ``no_grad`` forward, or
+for a video tracker the whole ``propagate_in_video_iterator`` loop), each measurement in a fresh forked
+process. The models are the coverage bench's small configs (:func:`testkit.coverage.small_config`, the
+shrinking rule of :mod:`testkit.shrink_sam`); the inputs are the workload's own: the model's transformers
+processor's ``pixel_values`` and one point prompt per image.
+
+``python -m testkit.sam_truth [CASE...]`` prints one JSON line per case and mode (truth, simulation, error)
+and writes them to ``bench/results/sam_truth.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from testkit.truth import trace_events, window_peak
+
+_WORK = "sam_work"
+RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results" / "sam_truth.jsonl"
+
+
+@dataclass(frozen=True)
+class SamCase:
+    """The coverage bench's small config of ``model_type``, fed ``batch_size`` images (or one clip) of ``image_size`` px."""
+
+    model_type: str
+    batch_size: int = 1
+    image_size: int | None = None  # the raw image's side (None: the model's input size)
+    modes: tuple[str, ...] = ("inference", "training")
+
+
+CASES: dict[str, SamCase] = {
+    "sam": SamCase("sam"),
+    "sam_b2": SamCase("sam", batch_size=2, image_size=96),
+    "sam_hq": SamCase("sam_hq"),
+    "sam2": SamCase("sam2"),
+    "sam2_b2": SamCase("sam2", batch_size=2),
+    "sam3_tracker": SamCase("sam3_tracker"),
+    "edgetam": SamCase("edgetam"),
+    "sam_vision_model": SamCase("sam_vision_model"),
+    "sam2_hiera_det_model": SamCase("sam2_hiera_det_model"),
+}
+
+
+def _config_only(model_type: str) -> Any:
+    """The small config (built once outside the profiled window, so that its real build there is the only one)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from testkit.coverage import small_config
+
+    small, name, _model, _level, reason = small_config(model_type)
+    if small is None:
+        raise ValueError(f"{model_type}: {reason}")
+    return getattr(transformers, name), CONFIG_MAPPING[model_type].from_dict(dict(small))
+
+
+def measure(case_name: str, mode: str) -> int:
+    """The allocator's peak of ``mode`` on the real model (see the module docstring)."""
+    from estimator.peak.inputs import workload_for
+    from testkit.peak_truth import run_work
+
+    case = CASES[case_name]
+    cls, config = _config_only(case.model_type)
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = cls._from_config(config, dtype=torch.float32)
+        wl = workload_for(model, batch_size=case.batch_size, image_size=case.image_size)
+        inputs = wl.make_inputs()
+        with record_function(_WORK):
+            run_work(model, wl, inputs, mode)
+        del model, inputs
+    return window_peak(trace_events(prof), _WORK)
+
+
+def simulate(case_name: str, mode: str) -> dict[str, Any]:
+    """The simulated CPU peak of the same case and mode."""
+    from estimator.peak import simulate_peak
+
+    case = CASES[case_name]
+    cls, config = _config_only(case.model_type)
+    with torch.device("meta"):
+        model = cls._from_config(config, dtype=torch.float32)
+    r = simulate_peak(model, mode=mode, device="cpu", batch_size=case.batch_size, image_size=case.image_size)  # type: ignore[arg-type]
+    return {"peak_bytes": r.peak_bytes, "method": r.method, "notes": list(r.notes)}
+
+
+Job = tuple[str, str, str]  # (truth | sim, case, mode)
+
+
+def _job(job: Job) -> tuple[Job, Any]:
+    kind, case, mode = job
+    try:
+        value: Any = measure(case, mode) if kind == "truth" else simulate(case, mode)
+    except Exception as exc:  # noqa: BLE001 - reported in the case's line
+        value = f"{type(exc).__name__}: {exc}"
+    return job, value
+
+
+def run_jobs(jobs: list[Job], processes: int = 1) -> dict[Job, Any]:
+    """Each job in its own fresh process forked from a server that has imported torch and transformers."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "transformers", "estimator.peak", "testkit.sam_truth"])
+    with ctx.Pool(processes, maxtasksperchild=1) as pool:
+        return dict(pool.imap_unordered(_job, jobs))
+
+
+def main(names: list[str]) -> list[dict[str, Any]]:
+    """Truth and simulation of each case and mode; the lines also go to :data:`RESULTS` (one per case and mode, replacing earlier ones)."""
+    jobs = [(k, c, m) for c in names for m in CASES[c].modes for k in ("truth", "sim")]
+    found = run_jobs(jobs)
+    lines: list[dict[str, Any]] = []
+    for c in names:
+        case = CASES[c]
+        for m in case.modes:
+            truth, sim = found[("truth", c, m)], found[("sim", c, m)]
+            error = (sim["peak_bytes"] - truth) / truth if isinstance(truth, int) and isinstance(sim, dict) and sim["peak_bytes"] else None
+            lines.append({"case": c, "model_type": case.model_type, "batch_size": case.batch_size, "image_size": case.image_size,
+                          "mode": m, "truth": truth, "sim": sim["peak_bytes"] if isinstance(sim, dict) else sim,
+                          "method": sim.get("method") if isinstance(sim, dict) else None, "error": error,
+                          "inputs": next((n for n in sim["notes"] if "pixel_values" in n), None) if isinstance(sim, dict) else None})
+    kept = [json.loads(x) for x in RESULTS.read_text().splitlines() if x.strip()] if RESULTS.exists() else []
+    done = {(x["case"], x["mode"]) for x in lines}
+    kept = [x for x in kept if (x["case"], x["mode"]) not in done]
+    RESULTS.write_text("".join(json.dumps(x) + "\n" for x in kept + lines))
+    return lines
+
+
+if __name__ == "__main__":
+    import sys
+
+    for line in main(sys.argv[1:] or list(CASES)):
+        print(json.dumps({k: v for k, v in line.items() if k != "inputs"}))
