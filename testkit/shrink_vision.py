@@ -17,6 +17,10 @@ found by building the small model and running its real forward on CPU by hand:
   (PP-LCNet's ``block_configs``, UVDoc's ``stage_configs`` and ``resnet_configs``) keeps each stage's first
   ``depth`` blocks, so the list and the depth agree (the first block of a stage changes the width; the
   others repeat it).
+- **OneFormer**: its transformer module projects the pixel decoder's maps (``conv_dim`` wide) to
+  ``hidden_dim`` with convolutions kept in a plain list (not registered: no weights saved) unless the two
+  are equal, as in every checkpoint (256 and 256); so ``conv_dim`` and ``mask_dim`` follow ``hidden_dim``
+  where they equalled it.
 - **UVDoc**: its head concatenates one map per bridge stage (``bridge_connector[0] * len(stage_configs)``
   channels in), so the backbone outputs every stage; the default's ``out_indices`` ``[6]`` (the last
   only) fails the real forward at any size.
@@ -40,6 +44,7 @@ def fit_vision(old: dict[str, Any], new: dict[str, Any]) -> None:
     _detr_queries(new)
     _stage_blocks(old, new)
     _uvdoc(new)
+    _oneformer(old, new)
 
 
 def _efficientnet(out: dict[str, Any]) -> None:
@@ -99,3 +104,11 @@ def _uvdoc(out: dict[str, Any]) -> None:
     stages = len(backbone["stage_configs"])
     backbone["out_indices"] = list(range(1, stages + 1))
     backbone["out_features"] = [f"stage{i}" for i in range(1, stages + 1)]
+
+
+def _oneformer(old: dict[str, Any], out: dict[str, Any]) -> None:
+    if out.get("model_type") != "oneformer" or not _is_int(out.get("hidden_dim")):
+        return
+    for key in ("conv_dim", "mask_dim"):
+        if _is_int(out.get(key)) and old.get(key) == old.get("hidden_dim"):
+            out[key] = out["hidden_dim"]

@@ -26,7 +26,8 @@ the real run answers them.
   character, BPE and WordPiece heads' logits (the model has no loss). **PP-LCNet** classification: the
   processor's ``pixel_values``; cross-entropy of its class logits (it returns them, takes no labels).
   **SegGPT**: an image, a prompt image and its binary prompt mask, each half of the config's image size.
-  **EfficientLoFTR**: image pairs, ``pixel_values`` (B, 2, C, H, W) (inference; the library refuses to train it).
+  **EfficientLoFTR**: image pairs, ``pixel_values`` (B, 2, C, H, W) (:mod:`estimator.peak.vision_more`, asked
+  first, with DepthPro, Mask2Former, OneFormer and Grounding DINO).
   **ImageGPT** classification: an image of ``n_positions`` pixels quantized to colour-cluster ``input_ids``.
 
 Not fed here, and why (decided, not guessed): LightGlue's keypoints are where SuperPoint's scores pass a
@@ -70,6 +71,11 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     model_type = str(getattr(config, "model_type", "") or "")
     if not model_type:
         return None
+    from estimator.peak import vision_more
+
+    found_more = vision_more.workload(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+    if found_more is not None:  # DepthPro, Mask2Former, OneFormer, Grounding DINO, EfficientLoFTR
+        return found_more
     if model_type in DETR_TYPES and type(model).__name__.endswith("Model"):
         if image_size is None and model_type in _WINDOWED:
             image_size = _side(getattr(config.backbone_config, "image_size", None))
@@ -120,10 +126,6 @@ def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size:
 
         return Workload(ModelKind.IMAGE_CLASSIFICATION, _maker(real), class_loss, lambda m, x: m(**x),
                         f"{name}: {_shapes(real)}, cross-entropy against {classes} classes", KnownValues)
-    if model_type == "efficientloftr":  # (LightGlue's keypoints are where SuperPoint's scores pass a threshold: activations)
-        size = image_size or _side(getattr(config, "image_size", None)) or 480
-        real = _as_model_dtype(model, processed(model_type, {}, batch_size, size, pairs=True))
-        return _forward_all(ModelKind.VISION_BASE, _maker(real), f"{name}: image pairs, {_shapes(real)}", KnownValues)
     if model_type == "imagegpt" and name.endswith("ForImageClassification"):
         # the processor quantizes each pixel of an image of n_positions pixels to the nearest of the vocab - 1 colour
         # clusters: input_ids (B, n_positions). The checkpoint's palette is not in the config; an even 3-d grid of
