@@ -90,10 +90,12 @@ def video_processor(model_type: str, family: Any, config: Any, preprocessor: dic
 
 def frame_size(proc: Any) -> int | None:
     """The side a fixed-size video processor resizes frames to (None where it keeps their size: Qwen-VL's pixel range)."""
-    from estimator.peak.processors import _processor_size
-
-    video = getattr(proc, "video_processor", None)
-    return None if video is None else _processor_size(video)
+    size = getattr(getattr(proc, "video_processor", None), "size", None)
+    height, shortest, longest = (getattr(size, k, None) if not isinstance(size, dict) else size.get(k)
+                                 for k in ("height", "shortest_edge", "longest_edge"))
+    if isinstance(height, int):
+        return height
+    return shortest if isinstance(shortest, int) and longest is None else None
 
 
 def video_call(proc: Any, frames: int, size: int, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
