@@ -177,7 +177,7 @@ def _refuse_config(exc: Exception, model: nn.Module, mode: Mode) -> None:
     from estimator.build.rejections import missing_field
     from estimator.errors import MalformedConfigError
     from estimator.peak.batchnorm import batch_one_refusal
-    from estimator.peak.sam_video import InferenceOnlyError
+    from estimator.peak.sam_video import StepRefusedError
 
     line = missing_field(exc, model, "training step" if mode == "training" else "forward")
     if line is not None:
@@ -185,7 +185,7 @@ def _refuse_config(exc: Exception, model: nn.Module, mode: Mode) -> None:
     refused = batch_one_refusal(exc, model)  # BatchNorm at batch 1 in training: the real run fails too
     if refused is not None:
         raise refused from None
-    if isinstance(exc, InferenceOnlyError):  # a model the library runs under torch.inference_mode (SAM2's video tracker)
+    if isinstance(exc, StepRefusedError):  # a step the library cannot run (SAM2's video tracker trained) or its inputs cannot decide
         raise exc from None
 
 

@@ -27,7 +27,8 @@ for the models this module knows, else None (:func:`estimator.peak.inputs.worklo
 
 Not fed here, and why (decided, not guessed): SAM3's video model (``Sam3VideoModel``) is prompted by text; its
 detector's queries whose scores pass ``score_threshold_detection`` become the objects the tracker follows, so
-the work of every frame depends on the values of the activations, not on the inputs (as LightGlue's keypoints).
+the work of every frame depends on the values of the activations, not on the inputs (as LightGlue's keypoints):
+refused in one line, both modes.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return _prompted(model, PROMPTED[model_type], batch_size, image_size)
     if model_type in TOWERS:
         return _tower(model, TOWERS[model_type], batch_size, image_size)
+    if model_type == "sam3_video" and name.endswith("Model"):
+        from estimator.peak.sam_video import detector_tracker_workload
+
+        return detector_tracker_workload(model)
     if model_type in VIDEO and name.endswith("Model"):
         from estimator.peak.sam_video import video_workload
 

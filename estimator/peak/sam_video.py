@@ -29,12 +29,29 @@ if TYPE_CHECKING:
 
 from estimator.errors import UnsupportedError
 
-__all__ = ["InferenceOnlyError", "video_workload"]
+__all__ = ["InferenceOnlyError", "StepRefusedError", "detector_tracker_workload", "video_workload"]
 
 
-class InferenceOnlyError(UnsupportedError):
-    """A training step asked of a model whose library runs it only under ``torch.inference_mode`` (the engine
-    refuses the step with this line rather than answering it by the formula)."""
+class StepRefusedError(UnsupportedError):
+    """A step the simulation refuses in one line (the engine re-raises it rather than answering by the formula)."""
+
+
+class InferenceOnlyError(StepRefusedError):
+    """A training step asked of a model whose library runs it only under ``torch.inference_mode``."""
+
+
+def detector_tracker_workload(model: nn.Module) -> Workload:
+    """SAM3's video model: refused in both modes, with the reason (the objects it tracks are activation values)."""
+    from estimator.peak.basic_inputs import ModelKind, Workload
+
+    why = (f"{type(model).__name__} is not simulated: the objects it tracks are its detector's queries whose scores pass "
+           f"score_threshold_detection, values of the activations rather than of the inputs, so the work of each frame "
+           f"is not known before the real run (its tracker alone: sam3_tracker_video)")
+
+    def refuse(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        raise StepRefusedError(why)
+
+    return Workload(ModelKind.VISION_BASE, dict, refuse, refuse, why)
 
 
 def _session_class(model: nn.Module) -> Any:
