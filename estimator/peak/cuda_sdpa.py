@@ -50,6 +50,8 @@ def choose_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask:
     gqa = dense and q.shape[1] != k.shape[1]
     if gqa and not enable_gqa:
         return "math"  # shapes PyTorch would reject or broadcast; leave to the math path
+    if dense and not q.shape[0] == k.shape[0] == v.shape[0]:
+        return "math"  # a broadcast batch (Granite Speech's Q-Former queries): sdp_utils' same-batch check of the fused kernels
     if dense and same_dims and attn_mask is None and q.dtype in _LOW and q.shape[-1] <= 256:
         return "flash"
     if dense and not gqa and q.dtype in (torch.float32, *_LOW) and q.shape[-1] % 8 == 0:

@@ -10,12 +10,23 @@
   chunk, regrouped by ``intermediate_size / hidden_size`` = 4 for the projector: 375), then the text and
   ``[/INST]``.
 
+- **Granite Speech (and Plus)**: ``GraniteSpeechFeatureExtractor`` computes its log-mel features with torchaudio,
+  which has no build for this torch. The extractor is transformers' own and runs as is (its two-frame stacking,
+  its projector-window count of audio embeddings, the mask); only torchaudio's ``MelSpectrogram`` is answered by
+  the shape stand-in of :mod:`estimator.peak.audio_shapes` (zeros of ``(n_mels, 1 + samples // hop_length)``:
+  the values of a float input do not count in a simulation). Its settings come from the config (``n_mels`` =
+  the encoder's ``input_dim`` / 2, the projector's ``window_size`` and ``downsample_rate``); the processor is
+  transformers' ``GraniteSpeechProcessor``, which expands ``<|audio|>`` (``audio_token_index``) into one token
+  per audio embedding.
+
 The text words are one token each, as with the stand-in tokenizers of :mod:`estimator.peak.family`; nothing
 runs a repository's code.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,16 +37,68 @@ from estimator.peak.family import _TEXT_ID, Media, MediaInputs
 
 __all__ = ["SPEECH_PROMPT_TYPES", "speech_prompt_inputs"]
 
-SPEECH_PROMPT_TYPES = frozenset({"voxtral"})
+SPEECH_PROMPT_TYPES = frozenset({"voxtral", "granite_speech", "granite_speech_plus"})
 _VOXTRAL_AUDIO = {"sampling_rate": 16000, "padding": True, "truncation": False, "pad_to_multiple_of": 480000}
 _VOXTRAL_CHUNK = 3000  # VoxtralProcessor's max_source_positions: mel frames per 30 s chunk
 
 
 def speech_prompt_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
     """``batch_size`` prompts of one clip of ``media.audio_seconds`` (default 30 s) and ``text_len`` text words."""
-    if getattr(config, "model_type", "") != "voxtral":
-        raise ValueError(f"audio prompts are not simulated for {getattr(config, 'model_type', '')} models")
+    model_type = getattr(config, "model_type", "")
+    if model_type in ("granite_speech", "granite_speech_plus"):
+        return _granite(config, media, batch_size, text_len, seed)
+    if model_type != "voxtral":
+        raise ValueError(f"audio prompts are not simulated for {model_type} models")
     return _voxtral(config, media, batch_size, text_len, seed)
+
+
+@contextlib.contextmanager
+def _mel_stand_in() -> Iterator[None]:
+    """torchaudio's ``MelSpectrogram`` answered by its shape (module docstring) in Granite Speech's extractor
+    module while the block runs, and the extractor's torchaudio checks with it."""
+    from transformers.models.granite_speech import feature_extraction_granite_speech as module
+
+    from estimator.peak.audio_shapes import STAND_IN
+
+    if hasattr(module, "torchaudio"):  # the real one
+        yield
+        return
+    check = module.requires_backends
+    module.torchaudio = STAND_IN
+    module.requires_backends = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        del module.torchaudio
+        module.requires_backends = check
+
+
+def _granite(config: Any, media: Media, b: int, text_len: int, seed: int) -> MediaInputs:
+    from transformers import GraniteSpeechFeatureExtractor, GraniteSpeechProcessor
+
+    from estimator.peak.family import Family, _tokenizer
+
+    settings = media.preprocessor or {"n_mels": int(config.encoder_config.input_dim) // 2,
+                                      "projector_window_size": int(config.window_size),
+                                      "projector_downsample_rate": int(config.downsample_rate)}
+    family = Family(tokens={"<|audio|>": ("audio_token_index", "audio_token_id")}, placeholder="<|audio|>",
+                    attributes={"audio_token": "<|audio|>"})
+    tokenizer = _tokenizer(config, family)
+    seconds = float(media.audio_seconds or 10.0)
+    with _mel_stand_in():
+        extractor = GraniteSpeechFeatureExtractor(**{k: v for k, v in settings.items()
+                                                     if k not in ("feature_extractor_type", "processor_class")})
+        rate = int(extractor.sampling_rate)
+        rng = np.random.default_rng(seed)
+        clips = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for _ in range(b)]
+        proc = GraniteSpeechProcessor(extractor, tokenizer)
+        out = proc(text=["<|audio|>" + " a" * text_len] * b, audio=clips, return_tensors="pt")
+    tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor) and k in ("input_ids", "input_features", "input_features_mask")}
+    tokens = int((tensors["input_ids"][0] == tokenizer.convert_tokens_to_ids("<|audio|>")).sum())
+    shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
+    words = (f"{seconds:g} s of audio at {rate} Hz per prompt, {tokens} audio tokens + {text_len} text tokens "
+             f"(GraniteSpeechProcessor, {type(extractor).__name__} with torchaudio's mel spectrogram by its shape; {shapes})")
+    return MediaInputs(tensors, words)
 
 
 def _voxtral(config: Any, media: Media, b: int, text_len: int, seed: int) -> MediaInputs:
