@@ -77,3 +77,18 @@ def test_share_link_round_trip() -> None:
     assert from_query(parse_qsl(to_query(parsed.state), keep_blank_values=True)).state == parsed.state
     assert "video=none" in to_query(FormState(model="gpt2"))
     assert FormState(model="gpt2").estimate_kwargs()["video_frames"] is None
+
+
+def test_repo_video_preprocessor_config_wins_over_preprocessor_config() -> None:
+    """A repo's video_preprocessor_config.json is read with the other processor files and sets the video
+    processor (transformers reads it before preprocessor_config.json)."""
+    from estimator.source.resolve import processor_configs
+
+    video_settings = {"min_pixels": 32 * 32, "max_pixels": 32 * 32, "patch_size": 8, "merge_size": 2, "temporal_patch_size": 2}
+    files = {"preprocessor_config.json": {"min_pixels": 64 * 64, "max_pixels": 64 * 64}, "video_preprocessor_config.json": video_settings}
+    found = processor_configs({"vision_config": {}}, tuple(files), files.get)
+    assert found["video_preprocessor_config"] == video_settings
+    config = VIDEO_CASES["qwen2_5_vl_video"].make_config()
+    made = media_inputs(config, Media(video_frames=2, image_size=64, preprocessor=found["preprocessor_config"],
+                                      video_preprocessor=found["video_preprocessor_config"]), batch_size=1, text_len=1)
+    assert made.tensors["video_grid_thw"][0].tolist() == [1, 4, 4]  # 64 px frames resized to 32x32 px: 4x4 patches of 8 px

@@ -33,6 +33,7 @@ class Media:
     # the repo's preprocessor_config.json / processor_config.json (None: built from the model config)
     preprocessor: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     processor: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    video_preprocessor: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # video_preprocessor_config.json
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ def _sibling(model_type: str) -> str:
 
 
 def _processor(model_type: str, family: Family, config: Any, image_processor: Any, settings: dict[str, Any] | None,
-               preprocessor: dict[str, Any] | None = None) -> Any:
+               preprocessor: dict[str, Any] | None = None, video_preprocessor: dict[str, Any] | None = None) -> Any:
     import transformers
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
@@ -192,7 +192,7 @@ def _processor(model_type: str, family: Family, config: Any, image_processor: An
         kwargs.update({k: v for k, v in settings.items() if k not in ("processor_class", "auto_map", "chat_template")})
     if "video_processor" in cls.get_attributes():
         if video_simulated(model_type):  # set as from_pretrained sets it (estimator.peak.video_inputs)
-            kwargs["video_processor"] = video_processor(model_type, family, config, preprocessor, settings)
+            kwargs["video_processor"] = video_processor(model_type, family, config, video_preprocessor or preprocessor, settings)
         else:
             kwargs["video_processor"] = _video_processor(model_type, family, config)
     return cls(image_processor=image_processor, tokenizer=_tokenizer(config, family), **kwargs)
@@ -223,7 +223,7 @@ def media_inputs(
     if family is None:
         raise ValueError(f"images are not simulated for {model_type or type(config).__name__} models")
     image_processor = _image_processor(model_type, family, config, preprocessor)
-    proc = _processor(model_type, family, config, image_processor, processor, preprocessor)
+    proc = _processor(model_type, family, config, image_processor, processor, preprocessor, media.video_preprocessor)
     size = media.image_size or _processor_size(image_processor) or family.default_size(config)
     video: dict[str, Any] = {}
     if media.video_frames:  # one video per prompt (estimator.peak.video_inputs), after the images, before the text

@@ -243,7 +243,7 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     if images == 0 and not shape.video_frames:
         return None
     return Media(images=images, image_size=shape.image_size, video_frames=shape.video_frames, preprocessor=preprocessor,
-                 processor=processor)
+                 processor=processor, video_preprocessor=resolved.extra.get("video_preprocessor_config"))
 
 
 def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:

@@ -19,8 +19,8 @@ The frames are random ``uint8`` frames of the size asked (``--image-size``; defa
 resolution, else the family's image default), passed as already sampled (``do_sample_frames=False``, with
 metadata saying they were taken at the processor's own sampling rate), so the model sees exactly
 ``video_frames`` frames. Nothing here runs a repository's code: the video processor class is transformers'
-own for the ``model_type``, its settings the repo's ``video_preprocessor_config.json`` equivalents
-(the processor config's ``video_processor``, else ``preprocessor_config.json``, as transformers falls back),
+own for the ``model_type``, its settings the repo's (the processor config's ``video_processor``, else
+``video_preprocessor_config.json``, else ``preprocessor_config.json``, the order transformers reads them in),
 else the model config's patching.
 """
 
@@ -69,7 +69,8 @@ def _valid_keys(cls: type) -> set[str]:
 def video_processor(model_type: str, family: Any, config: Any, preprocessor: dict[str, Any] | None,
                     processor: dict[str, Any] | None) -> Any:
     """The model type's transformers video processor, set as ``from_pretrained`` would set it: the processor
-    config's ``video_processor`` entry, else ``preprocessor_config.json``, else the model config's patching."""
+    config's ``video_processor`` entry, else ``preprocessor`` (the repo's ``video_preprocessor_config.json``, else
+    its ``preprocessor_config.json``), else the model config's patching."""
     import transformers
     from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
 

@@ -164,12 +164,13 @@ def resolve_hub(ref: ModelRef, library: Library, *, token: str | None, timeout: 
     )
 
 
-PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
 
 
 def processor_configs(config: dict[str, Any], files: tuple[str, ...], read: JsonReader) -> dict[str, Any]:
-    """A vision-language or speech model's processor settings, ``extra["preprocessor_config"]`` and
-    ``extra["processor_config"]`` (image size, patching, tiling, tokens per image; sampling rate, mel
+    """A vision-language or speech model's processor settings, ``extra["preprocessor_config"]``,
+    ``extra["processor_config"]`` and ``extra["video_preprocessor_config"]`` (image size, patching, tiling, tokens
+    per image; a video processor's pixel range and frames; sampling rate, mel
     bins): the JSON files only, never the repo's code. Other models: nothing is read."""
     if not any(key in config for key in ("vision_config", "audio_config", "num_mel_bins")):
         return {}
