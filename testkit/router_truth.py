@@ -5,10 +5,12 @@ and ask the router's decisions as values; the simulation answers them by the ass
 :mod:`estimator.peak.routing` (the router's scores tie). The real run measured here is the run of that
 assumption: the coverage bench's small config of the type, built in float32 with every parameter of
 every ``router`` module set to zero, so its scores really tie and every token goes where the
-simulation says. The time-series cases (Time Series Transformer, Informer, Autoformer) need no
+simulation says (training: the first step gives every parameter its AdamW states, as the simulation's
+first step does and as a run has them once every expert has had a token: see :func:`_routed_training`). The time-series cases (Time Series Transformer, Informer, Autoformer) need no
 assumption: their batch is the one :mod:`estimator.peak.series_inputs` makes from the config (Autoformer's
 top-k autocorrelation delays are picked from the real activations here, as the simulation says they
-do not change what is allocated).
+do not change what is allocated). Longformer (:mod:`estimator.peak.encoder_inputs`) pads its inputs to its
+attention window and asks whether any token has global attention.
 
 ``python -m testkit.router_truth CASE MODE`` prints one JSON line: ``peak_bytes``, the maximum
 "Total Allocated" of torch.profiler's memory events inside the window where the work runs
@@ -87,6 +89,8 @@ CASES: dict[str, RouterCase] = {c.name: c for c in (
     RouterCase("informer", "informer", 0, zero_routers=False, what="past/future values and time features from the config"),
     RouterCase("autoformer", "autoformer", 0, zero_routers=False,
                what="past/future values and time features; top-k delays from the real activations"),
+    RouterCase("longformer_32", "longformer", 32, zero_routers=False,
+               what="masked LM, input_ids + attention_mask, padded by the model to attention_window 512"),
 )}
 
 
@@ -102,9 +106,32 @@ def measure(case_name: str, mode: str) -> dict[str, int]:
         wl = workload_for(model, batch_size=case.batch_size, seq_len=max(case.seq_len, 1))
         inputs = wl.make_inputs()
         with record_function(_WORK):
-            run_work(model, wl, inputs, mode)
+            if mode == "training" and case.zero_routers:
+                _routed_training(model, wl, inputs)
+            else:
+                run_work(model, wl, inputs, mode)
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
+
+
+def _routed_training(model: nn.Module, wl: Any, inputs: dict[str, Any]) -> None:
+    """Two AdamW steps, the first of which gives every parameter its optimizer states (zero gradients, one
+    ``step()``), as the simulation's first step does: a run's optimizer holds states for every expert that
+    has had a token once, while with tied scores from the start the experts no token reaches (Switch
+    Transformers keeps each expert's weights apart) would have neither gradients nor states. The second
+    step, with the routers' scores tied, is the measured one: forward with the model's loss, backward,
+    ``step()``, ``zero_grad(set_to_none=True)``."""
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    loss = wl.train_loss(model, inputs)
+    loss.backward()
+    del loss
+    opt.step()
+    opt.zero_grad(set_to_none=True)
 
 
 def simulate(case_name: str, mode: str) -> dict[str, Any]:

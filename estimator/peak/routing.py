@@ -15,7 +15,8 @@ expert can receive, so its per-expert activations are the largest of any routing
 spreads the tokens; its peak is at most this one, with the same saved activations in training, since
 each token still goes through ``top_k`` experts). Small constant float factories (``torch.zeros``,
 ``torch.full``: JetMoE counts its tokens per expert by scattering ones into zeros) are known values
-too. Everything else stays as :mod:`estimator.peak.known_values` keeps it.
+too (:class:`~estimator.peak.known_constants.KnownConstants`). Everything else stays as
+:mod:`estimator.peak.known_values` keeps it.
 
 :func:`assumed` wraps the workload of a model whose router asks (:func:`routes_by_values`) with that
 mode and says so in its description. The same assumption answers Autoformer's top-k autocorrelation
@@ -33,12 +34,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-from torch.utils._pytree import tree_flatten
+from torch.utils._python_dispatch import _disable_current_modes
 
 from estimator.peak.basic_inputs import Workload
+from estimator.peak.known_constants import KnownConstants
 
-__all__ = ["ROUTING_NOTE", "AssumedTies", "assumed", "routes_by_values", "with_ties"]
+__all__ = ["ROUTING_NOTE", "AssumedTies", "KnownConstants", "assumed", "routes_by_values", "with_ties"]
 
 ROUTING_NOTE = ("routing assumed: the router's scores tie (zero router weights), so every token picks the same "
                 "experts, the most tokens one expert can get; a trained router spreads them and peaks at most this")
@@ -49,55 +50,24 @@ _INDEXERS = {
     _aten.topk.default: 1, _aten.max.dim: 1, _aten.min.dim: 1, _aten.sort.default: 1, _aten.sort.stable: 1,
     _aten.argmax.default: 0, _aten.argmin.default: 0,
 }
-_FACTORIES = frozenset({_aten.zeros.default, _aten.full.default, _aten.ones.default})
-_MAX_FACTORY = 1 << 22  # elements of a constant factory made known (a token-by-expert count, never an activation)
-
-
-class AssumedTies(TorchDispatchMode):
-    """See the module docstring. Enter it above :class:`~estimator.peak.known_values.KnownValues`.
-
-    While entered, a known 0-d fake formats as its value, as a real 0-d tensor does (Switch Transformers
-    names the expert to run ``f"expert_{expert_idx[0]}"``)."""
-
-    def __enter__(self) -> AssumedTies:
-        from estimator.peak.known_values import _value
-
-        fake_class = torch._subclasses.fake_tensor.FakeTensor
-        self._format = fake_class.__format__
-        formats = self._format
-
-        def format_known(t: torch.Tensor, spec: str) -> str:
-            value = _value(t) if t.dim() == 0 else None
-            if value is None:
-                return formats(t, spec)
-            with _disable_current_modes():
-                return format(value.item(), spec)
-
-        fake_class.__format__ = format_known  # type: ignore[method-assign]
-        return super().__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        torch._subclasses.fake_tensor.FakeTensor.__format__ = self._format  # type: ignore[method-assign]
-        super().__exit__(*exc)
+class AssumedTies(KnownConstants):
+    """See the module docstring: constants known (:class:`~estimator.peak.known_constants.KnownConstants`), and
+    the indices of ``topk`` / ``max`` / ``argmax`` / ``sort`` of an unknown float tensor those of tied values."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         from estimator.peak.known_values import _value, know
 
         kwargs = kwargs or {}
+        if func not in _INDEXERS:
+            return super().__torch_dispatch__(func, types, args, kwargs)
         out = func(*args, **kwargs)
-        if func in _INDEXERS:
-            x = args[0]
-            if _is_fake(x) and x.is_floating_point() and _value(x) is None:
-                with _disable_current_modes():
-                    real = func(torch.zeros(x.shape, dtype=x.dtype), *args[1:], **kwargs)
-                position = _INDEXERS[func]
-                fake = out[position] if isinstance(out, tuple) else out
-                index = real[position] if isinstance(real, tuple) else real
-                know(fake, index)
-        elif func in _FACTORIES and _is_fake(out) and out.numel() <= _MAX_FACTORY and not _tensors(args, kwargs):
+        x = args[0]
+        if _is_fake(x) and x.is_floating_point() and _value(x) is None:
             with _disable_current_modes():
-                real = func(*args, **{**kwargs, "device": torch.device("cpu")})
-            know(out, real)
+                real = func(torch.zeros(x.shape, dtype=x.dtype), *args[1:], **kwargs)
+            position = _INDEXERS[func]
+            fake = out[position] if isinstance(out, tuple) else out
+            know(fake, real[position] if isinstance(real, tuple) else real)
         return out
 
 
@@ -105,26 +75,29 @@ def _is_fake(t: Any) -> bool:
     return isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
 
 
-def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    return any(isinstance(t, torch.Tensor) for t in tree_flatten((args, kwargs))[0])
-
-
-def with_ties(context: Callable[[], Any] | None) -> Callable[[], Any]:
-    """``context`` (a workload's, e.g. its known values) with :class:`AssumedTies` entered above it."""
+def with_ties(context: Callable[[], Any] | None, ties: bool = True) -> Callable[[], Any]:
+    """``context`` (a workload's, e.g. its known values) with :class:`AssumedTies` (``ties``) or
+    :class:`KnownConstants` entered above it."""
 
     @contextlib.contextmanager
     def entered() -> Iterator[None]:
-        with context() if context is not None else contextlib.nullcontext(), AssumedTies():
+        with context() if context is not None else contextlib.nullcontext(), AssumedTies() if ties else KnownConstants():
             yield
 
     return entered
 
 
 def assumed(model: nn.Module, workload: Workload) -> Workload:
-    """``workload`` with the routing assumption where the model's router asks its values, else unchanged."""
-    if not routes_by_values(model):
-        return workload
+    """``workload`` with the routing assumption where the model's router asks its values; with
+    :class:`~estimator.peak.known_constants.KnownConstants` where a sparse-attention indexer builds its
+    pools from the attention mask packed beside its keys (GLM-5-Next's ``index_kpool``); else unchanged."""
     from estimator.peak.known_values import KnownValues
+
+    if not routes_by_values(model):
+        text = getattr(getattr(model, "config", None), "get_text_config", lambda: None)()
+        if isinstance(getattr(text, "index_kpool", None), int):
+            return replace(workload, context=with_ties(workload.context or KnownValues, ties=False))
+        return workload
 
     return replace(workload, context=with_ties(workload.context or KnownValues),
                    description=f"{workload.description}; {ROUTING_NOTE}")
