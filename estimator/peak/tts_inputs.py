@@ -40,7 +40,7 @@ def tts_inputs(model: nn.Module, batch_size: int, seq_len: int) -> Found | None:
     """The inputs of a text-to-speech model of this module, else None."""
     config: Any = model.config
     maker = {"fastspeech2_conformer": _fastspeech2, "fastspeech2_conformer_with_hifigan": _fastspeech2,
-             "vits": _vits}.get(str(getattr(config, "model_type", "")))
+             "vits": _vits, "dia": _dia}.get(str(getattr(config, "model_type", "")))
     return maker(config, batch_size, seq_len) if maker is not None else None
 
 
@@ -159,3 +159,66 @@ def _vits(config: Any, b: int, n: int) -> Found:
 def _vits_prepare(m: nn.Module) -> None:
     _durations("DurationPredictor", math.log(FRAMES_PER_TOKEN - 0.5), eval_only=False)(m)
     _inside_tail_bound(m)
+
+
+DIA_SECONDS = 10.0  # the clip a Dia training sample holds (the length other speech models are fed without a window)
+
+
+def _dia(config: Any, b: int, n: int) -> Found:
+    """Dia (text to dialogue audio over DAC codes). Training: ``n`` text bytes and the codes of
+    :data:`DIA_SECONDS` s of audio as ``DiaProcessor(..., output_labels=True)`` lays them out: the clip's DAC
+    frames (its feature extractor's padding, ``prod(downsampling_ratios)`` samples a frame), an end-of-audio
+    frame, a BOS frame, delayed per channel by ``delay_pattern`` (the processor's own ``build_indices`` /
+    ``apply_audio_delay``), the labels the shifted codes (``(B * channels, frames)``, -100 at BOS and padding).
+    Inference: ``generate``'s first step in text-to-speech mode: the encoder on the text, then the decoder on
+    one BOS frame with a cache (classifier-free guidance, which doubles the batch, where the model's generation
+    config sets ``guidance_scale``)."""
+    import torch
+    from transformers import DacConfig
+    from transformers.models.dia.feature_extraction_dia import DiaFeatureExtractor
+    from transformers.models.dia.processing_dia import DiaProcessor
+
+    from estimator.peak.basic_inputs import ordinary_token
+
+    decoder = config.decoder_config
+    channels, delays = int(decoder.num_channels), list(config.delay_pattern)
+    bos, pad, eos = int(decoder.bos_token_id), int(decoder.pad_token_id), int(decoder.eos_token_id)
+    extractor = DiaFeatureExtractor()
+    rate = int(extractor.sampling_rate)
+    clip = [np.zeros(int(DIA_SECONDS * rate), np.float32)] * b
+    padding_mask = extractor(clip, sampling_rate=rate, return_tensors="pt")["padding_mask"]
+    frames = int(padding_mask.shape[-1]) // math.prod(DacConfig().downsampling_ratios)
+    rng = np.random.default_rng(0)
+    codes = torch.from_numpy(rng.integers(0, eos, (b, frames, channels)))
+    codes = torch.nn.functional.pad(codes, (0, 0, 0, 1), value=eos)
+    codes = torch.nn.functional.pad(codes, (0, 0, 1, 0), value=bos)
+    length = frames + 2 + max(delays)
+    prefill = torch.full((b, length, channels), pad, dtype=torch.long)
+    prefill[:, : frames + 2] = codes
+    delayed = DiaProcessor.apply_audio_delay(prefill, pad, bos, DiaProcessor.build_indices(b, length, channels, delays))
+    labels = delayed.clone()[:, 1:]
+    labels[(labels == pad) | (labels == bos)] = -100
+    text = int(config.encoder_config.vocab_size)
+    arrays = {"input_ids": np.full((b, n), ordinary_token(config.encoder_config, text), np.int64),
+              "attention_mask": np.ones((b, n), np.int64),
+              "decoder_input_ids": delayed[:, :-1].numpy(), "decoder_attention_mask": np.ones((b, length - 1), np.int64),
+              "labels": labels.transpose(1, 2).reshape(b * channels, -1).numpy()}
+
+    def infer(m: nn.Module, x: dict[str, Any]) -> Any:
+        from estimator.peak.basic_inputs import prefill_kwargs
+
+        scale = getattr(getattr(m, "generation_config", None), "guidance_scale", None)
+        ids, mask = x["input_ids"], x["attention_mask"]
+        if scale is not None and scale != 1:  # DiaGenerationMixin: the unconditioned half, zeros
+            ids, mask = torch.cat([ids, torch.zeros_like(ids)]), mask.repeat(2, 1)
+        encoder_outputs = m.get_encoder()(input_ids=ids, attention_mask=mask)  # type: ignore[operator]
+        start = torch.full((ids.shape[0], 1, channels), bos, dtype=torch.long)
+        return m(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=start,
+                 decoder_attention_mask=torch.ones((ids.shape[0], 1), dtype=torch.long), **prefill_kwargs(m))
+
+    return Found(arrays, f"input_ids {b}x{n} (text bytes); training: the DAC codes of a {DIA_SECONDS:g} s clip at {rate} Hz "
+                         f"({frames} frames, {channels} channels, delayed by the delay pattern as DiaProcessor lays them out): "
+                         f"decoder_input_ids {b}x{length - 1}x{channels}, labels {b * channels}x{length - 1}; inference: "
+                         "generate's first step (the encoder, then the decoder on one BOS frame with a cache; classifier-free "
+                         "guidance doubles the batch where the generation config sets guidance_scale)",
+                 infer=infer, seq2seq=True)

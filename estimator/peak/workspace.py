@@ -63,13 +63,19 @@ channel-blocked layouts: channels padded to a multiple of the block, 16 with AVX
   ATEN_CPU_CAPABILITY=avx2``) run in PyTorch's own kernels, without it; CPUs with ``avx512_bf16``
   or AMX pick oneDNN's ``brgemm`` kernels, whose buffers are not modelled.
 
+- float32 convolutions ATen keeps out of oneDNN (batch 1, at most 20,480 input elements, ungrouped, kernel not
+  above 3x3; or one thread and a 1x1 kernel: ``use_mkldnn``) run in its ``slow_conv2d``, which holds its im2col
+  columns (``C_in * kh * kw`` x output positions; backward: for the weight gradient only) and contiguous copies of
+  non-contiguous operands through the kernel (:func:`_native_columns`; measured exact on Conv1d(64, 512, 3) over
+  51 and 151 frames and Conv1d(32, 64, 3) over 100, a diarization head's sub-pixel convolution).
+
 - Depthwise convolutions on channels-last input, weight gradient: oneDNN's generic grouped kernel
   pads each group's single channel to the block, computing into a buffer 256 (AVX-512) or 64
   (AVX2) times the weight, plus its scratchpad: :mod:`estimator.peak.depthwise` (measured exact on
   17 shapes; timm's ConvNeXt training, 17% low without it, is now exact).
 
 Known limits (not modelled): small fixed-size scratch (tens of KiB), the first-layer backward's
-scratch, depthwise weight gradients when threads >= groups (per-thread reduction buffers), the native (non-oneDNN) convolution kernels PyTorch picks for batch-1 tiny inputs, and every
+scratch, depthwise weight gradients when threads >= groups (per-thread reduction buffers), and every
 CUDA workspace (cuDNN, cuBLAS), which belongs to the CUDA runtime accounting, outside
 ``peak_bytes``. 16-bit convolutions are otherwise given the float32 layouts; oneDNN's bfloat16
 1x1 convolutions (``jit_bf16_1x1``) also hold float32 output and grad-input accumulators and a
@@ -81,6 +87,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -108,6 +115,10 @@ _REORDER_CHANNELS = 16  # inputs with fewer channels are read by oneDNN as they 
 
 def cpu_workspace(func: Any, args: tuple[Any, ...], out: Any) -> KernelScratch | None:
     """The hidden buffers of the CPU kernel behind ``func``; ``None`` if none are modelled."""
+    if func is _CONV and _native_conv(args[0], args[1], args[3], args[5], args[6], args[8]):
+        return _native_columns(args[0], args[1], args[3], args[4], out, backward=False)
+    if func is _CONV_BACKWARD and _native_conv(args[1], args[2], args[4], args[6], args[7], args[9]):
+        return _native_columns(args[1], args[2], args[4], args[5], args[10], backward=True, grad_out=args[0])
     if func is _CONV and _uses_onednn(args[0], args[6]):
         return _conv_forward(args[0], args[1], args[8], out)
     if func is _CONV_BACKWARD and _uses_onednn(args[1], args[7]):
@@ -375,6 +386,47 @@ def _uses_onednn(x: Any, transposed: Any) -> bool:
     if x.dtype == torch.float16:
         return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
     return True
+
+
+_NATIVE_MAX_ELEMENTS = 20480  # ATen's use_mkldnn: a float32 batch-1 input at most this large runs natively
+
+
+def _native_conv(x: Any, w: Any, stride: Sequence[int], dilation: Sequence[int], transposed: Any, groups: int) -> bool:
+    """A float32 convolution that ATen runs in its own ``slow_conv2d`` rather than oneDNN (``use_mkldnn`` in
+    ATen's Convolution.cpp, on the 4-d view it takes of a Conv1d): one thread and a 1x1 kernel, or ungrouped, a
+    kernel not wider and higher than 3, batch 1 and at most 20,480 input elements (wav2vec2's or a diarization
+    head's batch-1 Conv1d over tens of frames)."""
+    if not (_uses_onednn(x, transposed) and x.dtype == torch.float32 and x.dim() in (3, 4) and isinstance(w, torch.Tensor)):
+        return False
+    shape = (*x.shape[:2], 1, x.shape[2]) if x.dim() == 3 else tuple(x.shape)
+    kh, kw = (1, int(w.shape[-1])) if w.dim() == 3 else (int(w.shape[-2]), int(w.shape[-1]))
+    strided_or_dilated = any(int(v) != 1 for v in (*stride, *dilation))
+    onednn_worth = strided_or_dilated or shape[0] >= 16 or kw != 1 or kh != 1 or torch.get_num_threads() > 1
+    native_faster = not (groups > 1 or (kw > 3 and kh > 3) or shape[0] > 1
+                         or shape[0] * shape[1] * shape[2] * shape[3] > _NATIVE_MAX_ELEMENTS)
+    return not onednn_worth or native_faster
+
+
+def _native_columns(x: torch.Tensor, w: torch.Tensor, stride: Sequence[int], padding: Sequence[int], out_or_mask: Any,
+                    *, backward: bool, grad_out: Any = None) -> KernelScratch | None:
+    """``slow_conv2d``'s buffers, held through the kernel (measured on Conv1d(64, 512, 3) over 151 frames and
+    Conv1d(32, 64, 3) over 100, contiguous and transposed operands, every output mask): contiguous copies of a
+    non-contiguous input (and, backward, grad_output), and its im2col columns (``C_in * kh * kw`` x output
+    positions per sample; none for an unpadded, unstrided 1x1 kernel), which the backward recomputes only for
+    the weight gradient."""
+    kernel = tuple(int(k) for k in w.shape[2:])
+    trivial = all(k == 1 for k in kernel) and all(int(v) == 1 for v in stride) and all(int(v) == 0 for v in padding)
+    spatial = [int(v) for v in x.shape[2:]]
+    positions = 1
+    for size, k, st, pad in zip(spatial, kernel, stride, padding, strict=False):
+        positions *= (size + 2 * int(pad) - k) // int(st) + 1
+    columns = 0 if trivial else int(x.shape[0]) * int(w.shape[1]) * math.prod(kernel) * positions * x.element_size()
+    copies = 0 if x.is_contiguous() else _nbytes(x)
+    if backward:
+        copies += 0 if grad_out is None or grad_out.is_contiguous() else _nbytes(grad_out)
+        columns = columns if bool(out_or_mask[1]) else 0
+    extra = copies + columns
+    return KernelScratch(before_outputs=extra, with_outputs=extra) if extra else None
 
 
 def _channels_last(x: torch.Tensor, w: torch.Tensor) -> bool:
