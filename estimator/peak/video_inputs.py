@@ -6,7 +6,7 @@ LLaVA-NeXT-Video's / LLaVA-OneVision's / Video-LLaVA's / InternVL's ``<video>``,
 ``<|begin_of_video|><|video|><|end_of_video|>``, VideoLLaMA3's ``<|vision_start|><|video_pad|><|vision_end|>``),
 and the processor (:mod:`estimator.peak.processors`) expands it as it does a real video:
 
-- **Qwen2-VL / 2.5-VL / 3-VL, GLM-4V, VideoLLaMA3**: the video processor resizes the frames to its patch grid
+- **Qwen2-VL / 2.5-VL / 3-VL (and Qwen3.5, Cosmos3-Omni, Qwen4-Exp, EXAONE 4.5), GLM-4V / 4.6V / GA, VideoLLaMA3**: the video processor resizes the frames to its patch grid
   (min/max pixels), stacks ``temporal_patch_size`` frames into one patch (an odd frame count is padded with
   the last frame) and returns ``pixel_values_videos`` (flattened patches) and ``video_grid_thw``; the
   processor writes one video token per merged patch (Qwen3-VL, GLM-4V and VideoLLaMA3 also write each
@@ -42,9 +42,13 @@ VIDEO_PLACEHOLDERS: dict[str, str] = {
     "qwen2_vl": _QWEN, "qwen2_5_vl": _QWEN, "qwen3_vl": _QWEN, "qwen3_vl_moe": _QWEN, "qwen3_5": _QWEN, "qwen3_5_moe": _QWEN,
     "llava_next_video": "<video>", "llava_onevision": "<video>", "video_llava": "<video>",
     "internvl": "<video>",
-    "glm4v": _GLM, "glm46v": _GLM,
+    "glm4v": _GLM, "glm46v": _GLM, "glmga": _GLM,
     "video_llama_3": "<|video_pad|>",
+    "cosmos3_omni": _QWEN, "qwen4_exp": _QWEN,  # Qwen3VLProcessor
+    "exaone4_5": "<|video_pad|>",
 }
+# Not here yet: Kimi-K2.5 (its video chunks' patches do not match its tower's split on these inputs), Muse-Glimmer
+# (its processor wants the video processor's returned metadata), HyperCLOVA X (its template's video duration).
 
 def video_simulated(model_type: str) -> bool:
     """Whether prompts of ``model_type`` can carry a video made by its video processor (else ``--video-frames`` is refused)."""
