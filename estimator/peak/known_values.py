@@ -154,6 +154,11 @@ class KnownValues(TorchDispatchMode):
             func is _aten._to_copy.default and _is_fake(args[0]))  # known integers cast (Gemma 4's pooling weights)
         if known and _all_small(out, floats):
             _pair(out, _real(func, flat, spec), floats)
+        elif func in _FILLED and _tiny(out) and _is_fake(out):
+            # a few thousand elements filled with one value: its value is the fill, whatever its input's data (UDOP's
+            # patch mask, full_like(image features, True), then marked by the known boxes)
+            with _disable_current_modes():
+                _KNOWN[out] = func(torch.empty(out.shape, dtype=out.dtype), *args[1:], **kwargs)
         return out
 
     def _from_real(self, func: Any, flat: list[Any], spec: Any) -> Any:
@@ -202,6 +207,9 @@ class KnownValues(TorchDispatchMode):
             out.append(fake)
         return tuple(out)
 
+
+# Ops whose output is one value in the shape of their input (the input's data unread)
+_FILLED = frozenset({_aten.full_like.default, _aten.ones_like.default, _aten.zeros_like.default})
 
 # Ops whose output shape is the data's: computed on the real values when their inputs are known.
 _DATA_SHAPED = frozenset({

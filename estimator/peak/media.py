@@ -145,8 +145,17 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
             return generation.decode(m, x, max_new_tokens, before_last)
 
     kind = ModelKind.SEQ2SEQ_LM if seq2seq else ModelKind.CAUSAL_LM
-    return MediaWorkload(kind, make_inputs, train_loss, infer, description, context=KnownValues,
+    return MediaWorkload(kind, make_inputs, train_loss, infer, description, context=_known,
                          decode=None if seq2seq else decode)
+
+
+@contextlib.contextmanager
+def _known() -> Iterator[None]:
+    """The inputs' known values, and indexes by sequences of 0-d tensors stacked (:mod:`estimator.peak.index_lists`)."""
+    from estimator.peak.index_lists import IndexLists
+
+    with KnownValues(), IndexLists():
+        yield
 
 
 def _shifted_labels(config: Any, media: MediaInputs) -> tuple[torch.Tensor | None, str]:
