@@ -59,9 +59,10 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         tensors, description = arrays
         return _forward_all(model, tensors, description)
     from estimator.peak.other_models import model_inputs
+    from estimator.peak.stream_speech import stream_inputs
     from estimator.peak.tts_inputs import tts_inputs
 
-    found = model_inputs(model, batch_size, seq_len) or tts_inputs(model, batch_size, seq_len)
+    found = model_inputs(model, batch_size, seq_len) or tts_inputs(model, batch_size, seq_len) or stream_inputs(model, batch_size, seq_len)
     if found is None:
         return None
     return _forward_all(model, found.arrays, found.description, found)
@@ -186,6 +187,8 @@ def _forward_all(model: nn.Module, arrays: dict[str, np.ndarray], description: s
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         prepare(m)
+        if found is not None and found.train is not None:
+            return _first_with_grad(found.train(m, x)).sum()
         return _first_with_grad(m(**x)).sum()
 
     def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:

@@ -43,6 +43,7 @@ class Found:
     infer: Callable[[nn.Module, dict[str, Any]], Any] | None = None  # inference other than one forward
     seq2seq: bool = False
     known_floats: tuple[str, ...] = ()  # float inputs whose values the model asks about (labels marking padding)
+    train: Callable[[nn.Module, dict[str, Any]], Any] | None = None  # training's forward other than one over every input
 
 
 def model_inputs(model: nn.Module, batch_size: int, seq_len: int) -> Found | None:
