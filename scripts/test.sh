@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's one test command (the README's, and what .ci/run calls on a clean clone):
 # make .venv if it is missing, install the requirements, install Chromium for the browser tests,
-# run ruff and mypy on the package and the app, then run pytest. Extra arguments go to pytest.
+# run ruff and mypy on the package and the app, then run pytest in two workers (pytest-xdist, one test file per
+# worker at a time so module fixtures and truth pools stay whole; `-n 0` after it runs in one process).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -13,4 +15,4 @@ fi
 # Lint and types first (seconds): the package and the app must be clean (config in pyproject.toml).
 .venv/bin/python -m ruff check estimator estimator_sweep estimator_app app.py
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
