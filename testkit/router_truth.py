@@ -43,6 +43,7 @@ class RouterCase:
     batch_size: int = 2
     zero_routers: bool = True
     what: str = ""
+    overrides: tuple[tuple[str, Any], ...] = ()  # config fields set on the small config (real run and simulation alike)
 
     def config(self) -> tuple[Any, Any]:
         """The coverage bench's small config of the type (``testkit.coverage.small_config``) and its task class."""
@@ -55,7 +56,7 @@ class RouterCase:
             raise RuntimeError(f"{self.model_type}: no small config ({reason})")
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-        return CONFIG_MAPPING[self.model_type].from_dict(dict(small)), getattr(transformers, name)
+        return CONFIG_MAPPING[self.model_type].from_dict({**small, **dict(self.overrides)}), getattr(transformers, name)
 
     def build_on(self, device: str) -> nn.Module:
         config, cls = self.config()
@@ -76,6 +77,9 @@ def zero_routers(model: nn.Module) -> None:
 
 
 _R = "router scores tie (zero router weights)"
+# LayerDrop off: the real run then runs every layer, as the simulation's step does (it answers the layer-drop
+# draw with the largest draw: the steps of a run that hold the most); with it on, a seeded draw skips layers
+_ALL_LAYERS = (("encoder_layerdrop", 0.0), ("decoder_layerdrop", 0.0))
 CASES: dict[str, RouterCase] = {c.name: c for c in (
     RouterCase("jetmoe_32", "jetmoe", 32, what=f"top-2 of 4 experts, expert_size.tolist(); MoA attention; {_R}"),
     RouterCase("jetmoe_128", "jetmoe", 128, what=f"top-2 of 4 experts, expert_size.tolist(); MoA attention; {_R}"),
@@ -84,10 +88,11 @@ CASES: dict[str, RouterCase] = {c.name: c for c in (
                what=f"top-1 of 4 experts, capacity 64 (tokens over it dropped); {_R}"),
     RouterCase("openai_privacy_filter_32", "openai_privacy_filter", 32, what=f"top-2 of 4 experts, eager expert loop; {_R}"),
     RouterCase("openai_privacy_filter_128", "openai_privacy_filter", 128, what=f"top-2 of 4 experts, eager expert loop; {_R}"),
-    RouterCase("time_series_transformer", "time_series_transformer", 0, zero_routers=False,
+    RouterCase("time_series_transformer", "time_series_transformer", 0, zero_routers=False, overrides=_ALL_LAYERS,
                what="past/future values and time features from the config"),
-    RouterCase("informer", "informer", 0, zero_routers=False, what="past/future values and time features from the config"),
-    RouterCase("autoformer", "autoformer", 0, zero_routers=False,
+    RouterCase("informer", "informer", 0, zero_routers=False, overrides=_ALL_LAYERS,
+               what="past/future values and time features from the config; ProbSparse attention"),
+    RouterCase("autoformer", "autoformer", 0, zero_routers=False, overrides=_ALL_LAYERS,
                what="past/future values and time features; top-k delays from the real activations"),
     RouterCase("longformer_32", "longformer", 32, zero_routers=False,
                what="masked LM, input_ids + attention_mask, padded by the model to attention_window 512"),

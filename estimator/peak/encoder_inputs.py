@@ -7,6 +7,12 @@
   mask it asks about is built from the attention mask and constants (``torch.finfo`` bounds, ``where``),
   which :class:`~estimator.peak.routing.KnownConstants` keeps known, so the answer is the real one: none,
   as a masked-LM user sends no ``global_attention_mask``.
+- GLM-Image's VQ-VAE alone (``glm_image_vqmodel``): it has no ``forward``; GLM-Image calls its ``encode`` on
+  the vision tower's features of each image, (1, latent_channels, h, w) with h = w = the image side over
+  the tower's patch size (GlmImageVisionConfig's default, 16 px), to turn them into codebook tokens. Fed the
+  features of one ``image_size`` image (default :data:`VQ_IMAGE_SIDE` px); inference is ``encode`` under
+  ``no_grad``, training backpropagates its ``embedding_loss`` (the codebook and commitment loss, what
+  training a VQ codebook minimises; GLM-Image itself keeps the VQ model frozen).
 """
 
 from __future__ import annotations
@@ -19,12 +25,16 @@ from torch import nn
 
 from estimator.peak.basic_inputs import Workload
 
-__all__ = ["workload"]
+__all__ = ["VQ_IMAGE_SIDE", "workload"]
+
+VQ_IMAGE_SIDE = 1024  # px: an image of GLM-Image's usual 1024 x 1024 generation size
 
 
 def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int | None) -> Workload | None:
     """The workload of an encoder this module knows (see the module docstring), else None."""
     config: Any = getattr(model, "config", None)
+    if getattr(config, "model_type", None) == "glm_image_vqmodel" and hasattr(model, "encode"):
+        return _vq_workload(model, batch_size, image_size or VQ_IMAGE_SIDE)
     if config is None or getattr(config, "model_type", None) != "longformer" or getattr(model, "main_input_name", "") != "input_ids":
         return None
     from estimator.peak.basic_inputs import ordinary_token
@@ -46,3 +56,30 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
                    f"attention_window {window}; no global attention)" + ("; training labels" if "labels" in arrays else ""))
     found = _forward_all(model, arrays, description, Found(arrays, description, infer_drops=("labels",)))
     return replace(found, context=with_ties(found.context, ties=False))
+
+
+def _vq_workload(model: nn.Module, b: int, side: int) -> Workload:
+    """GLM-Image's VQ-VAE ``encode`` on the tower's features of ``b`` images of ``side`` px (see the module docstring)."""
+    import torch
+    from transformers import GlmImageVisionConfig
+
+    from estimator.peak.basic_inputs import ModelKind
+
+    config: Any = model.config
+    patch = GlmImageVisionConfig().patch_size
+    grid = max(1, side // int(patch if isinstance(patch, int) else patch[0]))
+    shape = (b, int(config.latent_channels), grid, grid)
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+    def make_inputs() -> dict[str, torch.Tensor]:
+        return {"hidden_states": torch.randn(shape, dtype=dtype)}
+
+    def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        return m.encode(x["hidden_states"]).embedding_loss  # type: ignore[operator]
+
+    def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
+        return m.encode(x["hidden_states"])  # type: ignore[operator]
+
+    return Workload(ModelKind.VISION_BASE, make_inputs, train_loss, infer,
+                    f"hidden_states {'x'.join(map(str, shape))}: the vision tower's features of {b} image(s) of {side} px "
+                    f"({grid}x{grid} patches of 16 px), GLM-Image's input to encode; training: its embedding_loss")

@@ -3,7 +3,7 @@
 The input providers are asked first (:mod:`estimator.peak.pair_more` and :mod:`estimator.peak.pair_inputs`: a text and an image tower, boxes;
 :mod:`estimator.peak.sam_inputs`: the SAM family; :mod:`estimator.peak.vision_inputs`: detectors, towers asked alone; :mod:`estimator.peak.other_inputs`:
 codecs, text-to-speech, time series; :mod:`estimator.peak.series_inputs`: the time-series transformers;
-:mod:`estimator.peak.encoder_inputs`: Longformer), then the generic paths of :mod:`estimator.peak.basic_inputs` (token ids,
+:mod:`estimator.peak.encoder_inputs`: Longformer, GLM-Image's VQ-VAE), then the generic paths of :mod:`estimator.peak.basic_inputs` (token ids,
 images, video, patch towers, time series), whose names this module re-exports. The providers import from
 :mod:`~estimator.peak.basic_inputs`, never from here, so the import graph keeps one direction.
 """
