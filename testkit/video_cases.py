@@ -41,6 +41,16 @@ VIDEO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
                           "num_position_embeddings": 64, "deepstack_visual_indexes": [0]},
         "image_token_id": 500, "video_token_id": 501, "vision_start_token_id": 502, "vision_end_token_id": 503},
         image_size=64, extra=_VIDEO),
+    MultimodalCase("exaone4_5_video", "exaone4_5", {  # Qwen2-VL's video processor, <|video_pad|> without start/end tokens
+        "text_config": {"model_type": "exaone4", **_TEXT, "sliding_window": 64, "layer_types": ["sliding_attention", "full_attention"]},
+        "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "num_key_value_heads": 2,
+                          "patch_size": 8, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64,
+                          "window_size": 32, "fullatt_block_indexes": [0]},
+        "image_token_id": 500, "video_token_id": 501}, image_size=64, extra=_VIDEO),
+    MultimodalCase("video_llama_3_video", "video_llama_3", {  # "Time t s:" per frame, similar patches of frames compressed
+        "text_config": {"model_type": "qwen2", **_TEXT},
+        "vision_config": {**_VISION, "patch_size": 8},
+        "image_token_id": 500, "video_token_id": 501}, image_size=64, extra=_VIDEO),
 ]}
 
 # the frame counts each case is run at
