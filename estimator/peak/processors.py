@@ -192,7 +192,8 @@ def _processor(model_type: str, family: Family, config: Any, image_processor: An
         kwargs.update({k: v for k, v in settings.items() if k not in ("processor_class", "auto_map", "chat_template")})
     if "video_processor" in cls.get_attributes():
         if video_simulated(model_type):  # set as from_pretrained sets it (estimator.peak.video_inputs)
-            kwargs["video_processor"] = video_processor(model_type, family, config, video_preprocessor or preprocessor, settings)
+            kwargs["video_processor"] = video_processor(model_type, family, config, video_preprocessor or preprocessor, settings,
+                                                        _sibling(model_type))
         else:
             kwargs["video_processor"] = _video_processor(model_type, family, config)
     return cls(image_processor=image_processor, tokenizer=_tokenizer(config, family), **kwargs)

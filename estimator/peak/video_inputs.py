@@ -71,16 +71,15 @@ def _valid_keys(cls: type) -> set[str]:
 
 
 def video_processor(model_type: str, family: Any, config: Any, preprocessor: dict[str, Any] | None,
-                    processor: dict[str, Any] | None) -> Any:
+                    processor: dict[str, Any] | None, sibling: str = "") -> Any:
     """The model type's transformers video processor, set as ``from_pretrained`` would set it: the processor
     config's ``video_processor`` entry, else ``preprocessor`` (the repo's ``video_preprocessor_config.json``, else
-    its ``preprocessor_config.json``), else the model config's patching."""
+    its ``preprocessor_config.json``), else the model config's patching. ``sibling``: the type sharing its
+    processor class whose video processor transformers maps (Qwen3-VL's for Qwen3-VL-MoE)."""
     import transformers
     from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
 
-    from estimator.peak.processors import _sibling
-
-    names = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type) or VIDEO_PROCESSOR_MAPPING_NAMES.get(_sibling(model_type)) or {}
+    names = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type) or VIDEO_PROCESSOR_MAPPING_NAMES.get(sibling) or {}
     name = family.classes.get("video_processor") or next(iter(names.values()), None)
     if name is None:
         raise ValueError(f"transformers has no video processor for {model_type}")
