@@ -49,6 +49,11 @@ CASES: dict[str, SamCase] = {
     "edgetam": SamCase("edgetam"),
     "sam_vision_model": SamCase("sam_vision_model"),
     "sam2_hiera_det_model": SamCase("sam2_hiera_det_model"),
+    # video trackers: inference only (transformers runs them under torch.inference_mode); batch_size = objects tracked
+    "sam2_video": SamCase("sam2_video", modes=("inference",)),
+    "sam2_video_2obj": SamCase("sam2_video", batch_size=2, modes=("inference",)),
+    "sam3_tracker_video": SamCase("sam3_tracker_video", modes=("inference",)),
+    "edgetam_video": SamCase("edgetam_video", modes=("inference",)),
 }
 
 
@@ -135,7 +140,21 @@ def main(names: list[str]) -> list[dict[str, Any]]:
     done = {(x["case"], x["mode"]) for x in lines}
     kept = [x for x in kept if (x["case"], x["mode"]) not in done]
     RESULTS.write_text("".join(json.dumps(x) + "\n" for x in kept + lines))
+    RESULTS.with_suffix(".md").write_text(table(kept + lines))
     return lines
+
+
+def table(lines: list[dict[str, Any]]) -> str:
+    """The results as a markdown table (``bench/results/sam_truth.md``)."""
+    out = ["# SAM family: simulated peak vs the CPU allocator", "",
+           "`python -m testkit.sam_truth [CASE...]` (testkit/sam_truth.py): the coverage bench's small configs, fed the "
+           "processor's pixel_values and one point prompt per image (video trackers: an 8-frame session propagated; batch = "
+           "objects tracked). Truth: `torch.profiler` memory events of the real run on CPU.", "",
+           "| case | model type | batch | mode | truth (B) | simulated (B) | error |", "|---|---|---|---|---|---|---|"]
+    for x in lines:
+        error = f"{100 * x['error']:+.2f}%" if isinstance(x.get("error"), float) else "-"
+        out.append(f"| {x['case']} | {x['model_type']} | {x['batch_size']} | {x['mode']} | {x['truth']} | {x['sim']} | {error} |")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
