@@ -29,6 +29,8 @@ running it by hand; the config's own validator states none of them).
 - **OmDet-Turbo**: text width = ``class_embed_dim`` = twice the decoder's width (see :func:`_omdet`).
 - **The SAM family** (image embedding, prompt encoder, Hiera stages, feature sizes, memory widths): see
   :mod:`testkit.shrink_sam`.
+- **EnCodec's ``codebook_dim``** follows its hidden size where the default has them equal (Bark's codec
+  sub-config states it; the quantizer's output is the decoder's input).
 - **X-Codec 2 / NeuCodec**: ``quantization_dim = hidden_size + semantic_model_config.hidden_size``: the
   quantizer reads the fused acoustic and semantic states (``fc_encoder``'s output).
 - **CLVP**: the speech encoder reads the decoder's tokens (its vocabulary is the decoder's); its rotary
@@ -110,6 +112,8 @@ def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_key
     _clvp(out)
     _omdet(out)
     _codec_quantizer(out)
+    if _is_int(out.get("codebook_dim")) and _is_int(hidden) and d.get("codebook_dim") == old_hidden:
+        out["codebook_dim"] = hidden  # EnCodec's codebooks are as wide as its latents (Bark's codec)
     fit_vision(d, out)  # EfficientNet, DepthPro, LW-/RF-DETR, per-stage block lists: testkit/shrink_vision.py
     fit_sam(d, out, ffn=ffn)  # the SAM family (testkit/shrink_sam.py)
 

@@ -65,7 +65,7 @@ def _kyutai(config: Any, b: int) -> Found:
     def infer(m: nn.Module, x: dict[str, Any]) -> Any:
         from estimator.peak.basic_inputs import prefill_kwargs
 
-        codec: Any = m.codec_model  # type: ignore[union-attr]
+        codec: Any = m.codec_model
         codes = codec.encode(x["input_values"]).audio_codes.transpose(1, 2)  # (B, frames, books): the audio window
         first = torch.full((codes.shape[0], 1, 1 + books), int(config.audio_bos_token_id), dtype=torch.long)
         first[:, :, 0] = bos

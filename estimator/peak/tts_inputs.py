@@ -13,6 +13,7 @@ output in a real run, so that a truth measurement runs the same alignment). The 
 - FastSpeech 2 (and with its HiFi-GAN vocoder): ``input_ids`` and ``attention_mask``; training adds the
   alignment (``duration_labels``) and the mel, pitch and energy targets it trains on; inference is one
   forward in eval mode (the predicted durations, as above).
+- Bark (no forward of its own; a user runs ``BarkModel.generate``): see :func:`_bark`.
 - VITS: ``input_ids`` and ``attention_mask``; inference one forward; training: transformers' VitsModel
   refuses labels (``NotImplementedError``: no training loss), so the step is the backward of the sum of
   its waveform through the same forward (fine-tuning through the generator), durations as above.
@@ -40,7 +41,7 @@ def tts_inputs(model: nn.Module, batch_size: int, seq_len: int) -> Found | None:
     """The inputs of a text-to-speech model of this module, else None."""
     config: Any = model.config
     maker = {"fastspeech2_conformer": _fastspeech2, "fastspeech2_conformer_with_hifigan": _fastspeech2,
-             "vits": _vits, "dia": _dia}.get(str(getattr(config, "model_type", "")))
+             "vits": _vits, "dia": _dia, "bark": _bark}.get(str(getattr(config, "model_type", "")))
     return maker(config, batch_size, seq_len) if maker is not None else None
 
 
@@ -222,3 +223,64 @@ def _dia(config: Any, b: int, n: int) -> Found:
                          "generate's first step (the encoder, then the decoder on one BOS frame with a cache; classifier-free "
                          "guidance doubles the batch where the generation config sets guidance_scale)",
                  infer=infer, seq2seq=True)
+
+
+BARK_SECONDS = 10.0  # the speech Bark is asked for (its semantic model writes up to 768 tokens: about 15 s)
+
+
+def _bark(config: Any, b: int, n: int) -> Found:
+    """Bark: ``BarkModel.generate``'s phases, each the first forward of its sub-model, with the generation
+    configs' defaults (transformers' ``Bark*GenerationConfig``), no history prompt, for :data:`BARK_SECONDS` s of
+    speech: the semantic model's prefill (the processor's 256 text ids, offset into the text vocabulary, plus the
+    256 padded history embeddings, and the infer token: 257 positions, with a cache); the coarse model's prefill
+    (``max_coarse_input_length`` semantic ids and the infer token); the fine model on its 1,024-frame buffer of 8
+    codebooks, once per codebook it predicts; the codec's decoder on the clip's fine codes (75 frames a second).
+    Each phase keeps only token ids for the next; the later decoding steps (one position at a time, the caches
+    growing) are not simulated. Training: BarkModel has no forward (its sub-models refuse labels)."""
+    import torch
+    from transformers.models.bark.generation_configuration_bark import (
+        BarkCoarseGenerationConfig,
+        BarkFineGenerationConfig,
+        BarkSemanticGenerationConfig,
+    )
+
+    semantic_cfg, coarse_cfg, fine_cfg = BarkSemanticGenerationConfig(), BarkCoarseGenerationConfig(), BarkFineGenerationConfig()
+    text = int(semantic_cfg.max_input_semantic_length)
+    frames = round(float(coarse_cfg.coarse_rate_hz) * BARK_SECONDS)
+    arrays = {"input_ids": np.zeros((b, text), np.int64), "attention_mask": np.ones((b, text), np.int64)}
+
+    def infer(m: nn.Module, x: dict[str, Any]) -> Any:
+        from transformers import DynamicCache
+
+        bark: Any = m
+        semantic, vocab = bark.semantic, int(bark.semantic.config.input_vocab_size)
+        offset = min(int(semantic_cfg.text_encoding_offset), vocab - 1)
+        ids = (x["input_ids"] + offset).clamp(max=vocab - 1)
+        history = torch.full((ids.shape[0], text), min(int(semantic_cfg.semantic_pad_token), vocab - 1), dtype=torch.long)
+        infer_token = torch.full((ids.shape[0], 1), min(int(semantic_cfg.semantic_infer_token), vocab - 1), dtype=torch.long)
+        embeds = torch.cat([semantic.input_embeds_layer(ids) + semantic.input_embeds_layer(history),
+                            semantic.input_embeds_layer(infer_token)], dim=1)
+        out = semantic(inputs_embeds=embeds, use_cache=True, past_key_values=DynamicCache())
+        del out, embeds
+        coarse, coarse_vocab = bark.coarse_acoustics, int(bark.coarse_acoustics.config.input_vocab_size)
+        coarse_ids = torch.full((ids.shape[0], int(coarse_cfg.max_coarse_input_length) + 1),
+                                min(int(coarse_cfg.coarse_semantic_pad_token), coarse_vocab - 1), dtype=torch.long)
+        out = coarse(input_ids=coarse_ids, use_cache=True, past_key_values=DynamicCache())
+        del out, coarse_ids
+        buffer = torch.zeros((ids.shape[0], int(fine_cfg.max_fine_input_length), int(fine_cfg.n_fine_codebooks)), dtype=torch.long)
+        for codebook in range(int(coarse_cfg.n_coarse_codebooks), int(fine_cfg.n_fine_codebooks)):
+            out = bark.fine_acoustics(codebook, buffer)
+            del out
+        codes = torch.zeros((ids.shape[0], int(fine_cfg.n_fine_codebooks), frames), dtype=torch.long)
+        return bark.codec_decode(codes)
+
+    def train(m: nn.Module, x: dict[str, Any]) -> Any:
+        raise NotImplementedError("Bark training is not simulated: BarkModel has no forward and transformers' Bark "
+                                  "sub-models refuse labels ('Training is not implemented yet')")
+
+    return Found(arrays, f"input_ids {b}x{text} (the processor's padded text); inference: generate's phases for "
+                         f"{BARK_SECONDS:g} s of speech, each its sub-model's first forward: the semantic prefill ({text + 1} "
+                         f"positions), the coarse prefill ({int(coarse_cfg.max_coarse_input_length) + 1}), the fine model "
+                         f"on {int(fine_cfg.max_fine_input_length)} frames per predicted codebook, the codec decoding "
+                         f"{frames} frames (later decoding steps not simulated); training: BarkModel has no forward",
+                 infer=infer, train=train)
