@@ -104,6 +104,12 @@ CASES: dict[str, VisionCase] = {
                                                              "gemma4_vision", "kimi_k25_vision", "lfm3_vl_vision", "muse_spark_vision",
                                                              "mgp-str", "pp_lcnet", "seggpt", "rt_detr", "efficientloftr", "imagegpt", "d_fine")},
     "siglip2_tower": VisionCase(_siglip2_tower, image_size=None),
+    # issue 23's newly simulated types (the coverage bench's small configs, testkit/shrink_vision.py): their own
+    # processors' inputs at their defaults, or at 128 px where the processor's 800 px would make a slow CPU truth
+    **{t: VisionCase(_bench(t), image_size=None) for t in ("videomae", "lw_detr", "rf_detr", "depth_pro", "uvdoc", "efficientnet")},
+    **{t: VisionCase(_bench(t), image_size=128) for t in ("grounding-dino", "oneformer", "mask2former")},
+    "vjepa2": VisionCase(_bench("vjepa2"), image_size=64),  # 64 frames: at its 256 px crop the CPU truth is 8,192 tokens
+    "levit_b2": VisionCase(_bench("levit"), image_size=None, batch_size=2),  # BatchNorm1d refuses batch 1 in training
 }
 
 

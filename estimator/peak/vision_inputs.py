@@ -31,10 +31,10 @@ the real run answers them.
   **ImageGPT** classification: an image of ``n_positions`` pixels quantized to colour-cluster ``input_ids``.
 
 Not fed here, and why (decided, not guessed): LightGlue's keypoints are where SuperPoint's scores pass a
-threshold, a value of the activations, not of the inputs; LeViT / EfficientNet training at batch 1 fails in
-the real run too (``BatchNorm1d``: "Expected more than 1 value per channel when training"; batch 2 simulates).
-V-JEPA 2 fed its clip and its all-patches context/target masks with known values simulated inference exactly
-(0.0% at 64 px) but training +34% against the allocator: not shipped until that is found.
+threshold, a value of the activations, not of the inputs (their count sizes everything after). LeViT training
+at batch 1 fails in the real run too (``BatchNorm1d``: "Expected more than 1 value per channel when training"):
+the estimator refuses it in one line (:mod:`estimator.peak.batchnorm`); batch 2 simulates. V-JEPA 2, DepthPro,
+Mask2Former, OneFormer, Grounding DINO: :mod:`estimator.peak.vision_more`.
 """
 
 from __future__ import annotations

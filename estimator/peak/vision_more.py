@@ -25,6 +25,8 @@ real run answers them.
   ``[SEP]`` over ``seq_len`` tokens (``input_ids`` with BERT's ``[CLS]`` 101, ``[SEP]`` 102 and ``.`` 1012,
   which the model finds by value to split the phrases; ``attention_mask`` ones, ``token_type_ids``
   zeros). Training backpropagates the sum of the first output.
+- **V-JEPA 2** (base model): ``pixel_values_videos`` from VJEPA2VideoProcessor (see :func:`_vjepa2`); training
+  the JEPA objective (L1 of the predictor's output to the detached target states).
 - **EfficientLoFTR** training: transformers refuses ``labels`` ("not trainable"); a user fine-tuning its
   feature extractor backpropagates a loss of its outputs, the coarse and fine feature maps it returns:
   their sum here (inference: :mod:`estimator.peak.vision_inputs`'s image pairs).
@@ -78,7 +80,41 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
                        f"{name}: GroundingDinoImageProcessor + a BERT-tokenized prompt of {seq_len} tokens")
     if model_type == "efficientloftr":
         return _loftr(model, batch_size, image_size)
+    if model_type == "vjepa2" and name == "VJEPA2Model":
+        return _vjepa2(model, batch_size, image_size)
     return None
+
+
+def _vjepa2(model: nn.Module, batch_size: int, image_size: int | None) -> Workload:
+    """V-JEPA 2: a clip of ``frames_per_clip`` frames from VJEPA2VideoProcessor (its crop the config's ``crop_size``,
+    its resize edge in the processor's own ratio to it, 292 / 256); the model masks nothing (its all-patches
+    context and target masks, made from the clip: known values). Training: the JEPA objective, L1 between the
+    predictor's output and the encoder's target states, detached."""
+    import numpy as np
+    from torch.utils._python_dispatch import _disable_current_modes
+    from transformers import VJEPA2VideoProcessor
+
+    from estimator.peak.basic_inputs import ModelKind, Workload
+    from estimator.peak.known_values import KnownValues
+    from estimator.peak.vision_inputs import _as_model_dtype, _maker, _shapes
+
+    config: Any = model.config
+    crop = int(image_size or config.crop_size)
+    with _disable_current_modes():
+        defaults: Any = VJEPA2VideoProcessor()
+        edge = round(crop * int(defaults.size.shortest_edge) / int(defaults.crop_size.height))
+        processor = VJEPA2VideoProcessor(size={"shortest_edge": edge}, crop_size={"height": crop, "width": crop})
+        rng = np.random.default_rng(0)
+        clips = [rng.integers(0, 256, (int(config.frames_per_clip), edge, edge, 3), dtype=np.uint8) for _ in range(batch_size)]
+        real = _as_model_dtype(model, {k: v.to("cpu") for k, v in processor(videos=clips, return_tensors="pt").items()})
+
+    def jepa_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = m(**x).predictor_output
+        return torch.nn.functional.l1_loss(out.last_hidden_state, out.target_hidden_state.detach())
+
+    return Workload(ModelKind.VISION_BASE, _maker(real), jepa_loss, lambda m, x: m(**x),
+                    f"{type(model).__name__}: VJEPA2VideoProcessor clip, {_shapes(real)}; training: L1 of the predictor's "
+                    "output to the detached target states", KnownValues)
 
 
 def _prompt(length: int, vocab: int) -> torch.Tensor:
