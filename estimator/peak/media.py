@@ -122,7 +122,7 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
 
     def infer(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
         # generate starts the decoder from its start token (a captioner's training decoder_input_ids are the caption's)
-        x = {k: v for k, v in x.items() if k not in ("labels", "decoder_input_ids")}
+        x = {k: v for k, v in x.items() if k not in ("labels", "decoder_input_ids", "audio_labels")}
         if seq2seq:  # generate's first step: the encoder on the audio, the decoder on its start token
             start = getattr(config, "decoder_start_token_id", None)
             first = next(iter(x.values()))
@@ -140,7 +140,7 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
             return generation.prefill(m, x)
 
     def decode(m: nn.Module, x: dict[str, torch.Tensor], max_new_tokens: int, before_last: Callable[[Any], None]) -> Any:
-        x = {k: v for k, v in x.items() if k not in ("labels", "decoder_input_ids")}
+        x = {k: v for k, v in x.items() if k not in ("labels", "decoder_input_ids", "audio_labels")}
         with encoder_labelled(m):
             return generation.decode(m, x, max_new_tokens, before_last)
 

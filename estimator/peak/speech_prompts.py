@@ -19,6 +19,16 @@
   transformers' ``GraniteSpeechProcessor``, which expands ``<|audio|>`` (``audio_token_index``) into one token
   per audio embedding.
 
+- **Higgs Audio V2** (text to speech, with a reference voice): ``HiggsAudioV2Processor`` encodes the reference
+  clip with its audio tokenizer, a codec model of its own (``bosonai/higgs-audio-v2-tokenizer``, not in the
+  model's repo). Its codes are shaped as that codec makes them: transformers' ``HiggsAudioV2TokenizerConfig`` with
+  the checkpoint's acoustic downsampling (8, 5, 4, 2, 3: a hop of 960 samples at 24 kHz), whose ``frame_rate`` (25)
+  gives ``ceil(seconds x frame_rate)`` frames of the model's ``num_codebooks`` codes, framed by the stream's BOS and EOS codes and
+  laid out by the processor's own ``build_delay_pattern`` (``num_codebooks - 1`` more frames); the prompt is the
+  text, then ``<|audio_out_bos|>``, one ``<|AUDIO_OUT|>`` per frame but the delay's last ``num_codebooks - 1``,
+  written as the delay token, ``<|audio_eos|>``, and the ``<|audio_out_bos|>`` generation starts from. Training
+  labels are the processor's (``output_labels``): the text ids with the audio placeholders masked, and the codes.
+
 The text words are one token each, as with the stand-in tokenizers of :mod:`estimator.peak.family`; nothing
 runs a repository's code.
 """
@@ -37,8 +47,9 @@ from estimator.peak.family import _TEXT_ID, Media, MediaInputs
 
 __all__ = ["SPEECH_PROMPT_TYPES", "speech_prompt_inputs"]
 
-SPEECH_PROMPT_TYPES = frozenset({"voxtral", "granite_speech", "granite_speech_plus"})
+SPEECH_PROMPT_TYPES = frozenset({"voxtral", "granite_speech", "granite_speech_plus", "higgs_audio_v2"})
 _VOXTRAL_AUDIO = {"sampling_rate": 16000, "padding": True, "truncation": False, "pad_to_multiple_of": 480000}
+_HIGGS_RATIOS = [8, 5, 4, 2, 3]  # the acoustic downsampling of Higgs Audio V2's codec checkpoint
 _VOXTRAL_CHUNK = 3000  # VoxtralProcessor's max_source_positions: mel frames per 30 s chunk
 
 
@@ -47,6 +58,8 @@ def speech_prompt_inputs(config: Any, media: Media, *, batch_size: int, text_len
     model_type = getattr(config, "model_type", "")
     if model_type in ("granite_speech", "granite_speech_plus"):
         return _granite(config, media, batch_size, text_len, seed)
+    if model_type == "higgs_audio_v2":
+        return _higgs(config, media, batch_size, text_len, seed)
     if model_type != "voxtral":
         raise ValueError(f"audio prompts are not simulated for {model_type} models")
     return _voxtral(config, media, batch_size, text_len, seed)
@@ -129,9 +142,44 @@ def _voxtral(config: Any, media: Media, b: int, text_len: int, seed: int) -> Med
     return MediaInputs(tensors, words)
 
 
-def _free_ids(config: Any, n: int) -> list[int]:
-    """``n`` ids of the text vocabulary that are neither a configured special token nor the text word (the
-    instruction tokens mistral-common writes; their values do not change the memory)."""
+def _free_ids(config: Any, n: int, text: Any = None) -> list[int]:
+    """``n`` ids of the text vocabulary (of ``text``, else the text config) that are neither a configured special
+    token nor the text word (tokens a tokenizer writes; their values do not change the memory)."""
+    text = text if text is not None else config.text_config
     taken = {_TEXT_ID, int(config.audio_token_id)}
-    taken |= {v for k, v in vars(config.text_config).items() if k.endswith("token_id") and isinstance(v, int)}
-    return [i for i in range(_TEXT_ID + 1, int(config.text_config.vocab_size)) if i not in taken][:n]
+    taken |= {v for k, v in {**vars(config), **vars(text)}.items() if k.endswith("token_id") and isinstance(v, int)}
+    return [i for i in range(_TEXT_ID + 1, int(text.vocab_size)) if i not in taken][:n]
+
+
+def _higgs(config: Any, media: Media, b: int, text_len: int, seed: int) -> MediaInputs:
+    import math
+
+    from transformers import HiggsAudioV2Processor, HiggsAudioV2TokenizerConfig
+
+    # the checkpoints' codec (bosonai/higgs-audio-v2-tokenizer): its acoustic encoder's hop is 960 samples (ratios
+    # 8, 5, 4, 2, 3), 25 frames a second at 24 kHz; transformers' default config stops at 4 ratios (75 frames a second)
+    codec = HiggsAudioV2TokenizerConfig(acoustic_model_config={"downsampling_ratios": _HIGGS_RATIOS})
+    seconds = float(media.audio_seconds or 10.0)
+    frames = math.ceil(seconds * codec.frame_rate)
+    books = int(config.num_codebooks)
+    rng = np.random.default_rng(seed)
+    codes = torch.from_numpy(rng.integers(0, int(config.codebook_size), (1, books, frames))).long()
+    bos, eos = int(config.audio_stream_bos_id), int(config.audio_stream_eos_id)
+    framed = torch.cat([torch.full((1, books, 1), bos), codes, torch.full((1, books, 1), eos)], dim=2)
+    delayed = HiggsAudioV2Processor.build_delay_pattern(SimpleNamespace(audio_stream_bos_id=bos, audio_stream_eos_id=eos),  # type: ignore[arg-type]
+                                                        framed)[0].transpose(0, 1)
+    n = int(delayed.shape[0])
+    audio_eos = _free_ids(config, 1, text=config)[0]
+    out_bos, audio, delay = int(config.audio_bos_token_id), int(config.audio_token_id), int(config.audio_delay_token_id)
+    row = [*([_TEXT_ID] * text_len), out_bos, *([audio] * (n - (books - 1))), *([delay] * (books - 1)), audio_eos, out_bos]
+    ids = torch.tensor([row] * b, dtype=torch.long)
+    labels = ids.masked_fill((ids == audio) | (ids == out_bos), -100)
+    audio_ids = delayed.unsqueeze(0).expand(b, -1, -1).contiguous()
+    audio_labels = audio_ids.masked_fill((audio_ids == bos) | (audio_ids == eos), -100)
+    tensors = {"input_ids": ids, "audio_input_ids": audio_ids, "audio_input_ids_mask": torch.ones(b, n, dtype=torch.bool),
+               "labels": labels, "audio_labels": audio_labels}
+    shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items() if "labels" not in k)
+    words = (f"{seconds:g} s of audio at {codec.sample_rate} Hz per prompt (a reference voice: {frames} codec frames of "
+             f"{books} codebooks, {n} audio tokens with the delay pattern) + {text_len} text tokens (HiggsAudioV2Processor's "
+             f"layout, codes shaped by HiggsAudioV2TokenizerConfig; {shapes})")
+    return MediaInputs(tensors, words)
