@@ -10,7 +10,8 @@ first step does and as a run has them once every expert has had a token: see :fu
 assumption: their batch is the one :mod:`estimator.peak.series_inputs` makes from the config (Autoformer's
 top-k autocorrelation delays are picked from the real activations here, as the simulation says they
 do not change what is allocated). Longformer (:mod:`estimator.peak.encoder_inputs`) pads its inputs to its
-attention window and asks whether any token has global attention.
+attention window and asks whether any token has global attention; I-BERT records its activations' ranges
+in training (:mod:`estimator.peak.encoder_inputs`).
 
 ``python -m testkit.router_truth CASE MODE`` prints one JSON line: ``peak_bytes``, the maximum
 "Total Allocated" of torch.profiler's memory events inside the window where the work runs
@@ -96,6 +97,8 @@ CASES: dict[str, RouterCase] = {c.name: c for c in (
                what="past/future values and time features; top-k delays from the real activations"),
     RouterCase("longformer_32", "longformer", 32, zero_routers=False,
                what="masked LM, input_ids + attention_mask, padded by the model to attention_window 512"),
+    RouterCase("ibert_32", "ibert", 32, zero_routers=False,
+               what="masked LM; training records activation ranges (assumed [-1, 1]; the branch keeps 1 element)"),
 )}
 
 

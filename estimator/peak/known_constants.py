@@ -40,7 +40,14 @@ _PARTS: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
 class KnownConstants(TorchDispatchMode):
-    """See the module docstring. Enter it above :class:`~estimator.peak.known_values.KnownValues`."""
+    """See the module docstring. Enter it above :class:`~estimator.peak.known_values.KnownValues`. With
+    ``finite``, ``isnan`` / ``isinf`` of an unknown float tensor are known all false: the activations of a run
+    that has not diverged (I-BERT asserts it on every activation range it records in training), as
+    ``KnownValues`` answers ``torch.isfinite``."""
+
+    def __init__(self, finite: bool = False) -> None:
+        super().__init__()
+        self.finite = finite
 
     def __enter__(self) -> KnownConstants:
         from estimator.peak.known_values import _value
@@ -75,6 +82,13 @@ class KnownConstants(TorchDispatchMode):
         elif func in _LIFTS and _is_fake(out) and isinstance(args[0], torch.Tensor) and not _is_fake(args[0]) \
                 and args[0].device.type == "cpu" and out.numel() <= _MAX_FACTORY:
             know(out, args[0])
+        elif self.finite and func in (_aten.isnan.default, _aten.isinf.default) and _is_fake(out) \
+                and _is_fake(args[0]) and out.numel() <= _MAX_FACTORY:
+            from estimator.peak.known_values import _value
+
+            if _value(args[0]) is None:
+                with _disable_current_modes():
+                    know(out, torch.zeros(out.shape, dtype=torch.bool))
         elif func is _aten.cat.default:
             _cat_parts(out, list(args[0]), args[1] if len(args) > 1 else kwargs.get("dim", 0))
         elif func in (_aten.select.int, _aten.slice.Tensor, _aten.split_with_sizes.default, _aten.split.Tensor) \
