@@ -185,7 +185,11 @@ def forward_audio_inputs(config: Any, media: Media, *, batch_size: int, text_len
     for key, value in out.items():
         if isinstance(value, torch.Tensor):
             tensors[renamed.get(key, key)] = ~value.bool() if (model_type, key) in INVERTED else value
-    words = f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__})"
+    from estimator.peak.audio_shapes import TORCHAUDIO_TYPES
+
+    standin = "; its torchaudio mel features as zeros of torchaudio's shapes: no torchaudio for this torch" \
+        if model_type in TORCHAUDIO_TYPES else ""
+    words = f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}{standin})"
     return AudioInputs(tensors, words, transcript=max(1, min(text_len, round(seconds * _CHARS_PER_SECOND))))
 
 

@@ -91,7 +91,10 @@ def codec_arrays(model: nn.Module, batch_size: int, seconds: float) -> tuple[dic
         with _disable_current_modes():  # real arrays, whatever mode the caller is in (VibeVoice's extractor makes torch tensors only)
             made = {k: v.numpy() if isinstance(v, torch.Tensor) else v
                     for k, v in extractor(clips, sampling_rate=rate, return_tensors="pt").items()}
-    what = f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}"
+    from estimator.peak.audio_shapes import TORCHAUDIO_TYPES
+
+    standin = ", its torchaudio mel features as zeros of torchaudio's shapes" if family in TORCHAUDIO_TYPES else ""
+    what = f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}{standin}"
     if decoder:
         name = "latents" if "latents" in params else params[0]
         frames = _frames(config, made["input_values"].shape[-1], rate)
