@@ -13,7 +13,7 @@ def _levit() -> torch.nn.Module:
     from transformers import LevitConfig, LevitForImageClassification
 
     config = LevitConfig(image_size=64, hidden_sizes=[32, 48, 64], num_attention_heads=[1, 2, 2], depths=[1, 1, 1],
-                         key_dim=[8, 8, 8], num_labels=3)
+                         key_dim=[8, 8, 8])
     with torch.device("meta"):
         return LevitForImageClassification(config)
 
