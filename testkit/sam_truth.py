@@ -49,6 +49,7 @@ CASES: dict[str, SamCase] = {
     "edgetam": SamCase("edgetam"),
     "sam_vision_model": SamCase("sam_vision_model"),
     "sam2_hiera_det_model": SamCase("sam2_hiera_det_model"),
+    "sam2_vision_model": SamCase("sam2_vision_model"),
     # video trackers: inference only (transformers runs them under torch.inference_mode); batch_size = objects tracked
     "sam2_video": SamCase("sam2_video", modes=("inference",)),
     "sam2_video_2obj": SamCase("sam2_video", batch_size=2, modes=("inference",)),

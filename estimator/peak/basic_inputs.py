@@ -69,6 +69,9 @@ class Workload:
     description: str
     # entered around the whole step, above the tracker (known input values: estimator.peak.known_values)
     context: Callable[[], Any] | None = None
+    # training: run the first step in full (not as zero gradients + optimizer step), because the loss leaves some
+    # parameters without a gradient and AdamW keeps no state for them (SAM's unused FPN level and mask-prompt encoder)
+    full_first_step: bool = False
 
 
 def _is_timm(model: nn.Module) -> bool:

@@ -289,7 +289,7 @@ def _run(
         # under vision_feature_layer=-2): its first step is run in full, so that the optimizer keeps no state for them.
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
                              optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None,
-                             full_first_step=media is not None)
+                             full_first_step=media is not None or workload.full_first_step)
         return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), _allocator_overhead(step)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded

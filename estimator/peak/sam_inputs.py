@@ -34,6 +34,7 @@ refused in one line, both modes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -187,7 +188,9 @@ def _prompted(model: nn.Module, source: str, batch_size: int, image_size: int | 
 
     words = (f"{type(model).__name__}: {batch_size} image(s) of {raw}x{raw} px through its processor (pixel_values at "
              f"{side} px) with one point prompt each: {shapes(real)}; training loss: sum of pred_masks and iou_scores")
-    return Workload(ModelKind.VISION_BASE, maker(real), train_loss, infer, words, KnownValues)
+    # the loss leaves some parameters without a gradient (the mask-prompt encoder without a mask prompt, the FPN level
+    # the mask decoder does not read, the object-score head): AdamW keeps no state for them, so the first step runs in full
+    return Workload(ModelKind.VISION_BASE, maker(real), train_loss, infer, words, KnownValues, full_first_step=True)
 
 
 def _tower(model: nn.Module, source: str, batch_size: int, image_size: int | None) -> Workload:
@@ -198,4 +201,6 @@ def _tower(model: nn.Module, source: str, batch_size: int, image_size: int | Non
     raw = image_size or side
     real = _accepted(model, processed(source, side, raw, batch_size, points=False))
     words = f"vision tower of {source} asked alone: {batch_size} image(s) of {raw}x{raw} px through its processor: {shapes(real)}"
-    return _forward_all(ModelKind.VISION_BASE, maker(real), words, KnownValues)
+    # the sum of the first output (the backbone's last state) leaves the FPN neck of SAM2's and EdgeTAM's towers
+    # without gradients: the first step runs in full (see _prompted)
+    return replace(_forward_all(ModelKind.VISION_BASE, maker(real), words, KnownValues), full_first_step=True)
