@@ -31,6 +31,9 @@ def test_routers_that_ask_their_values_are_found() -> None:
     assert routes_by_values(jetmoe)  # expert_size.tolist()
     assert not routes_by_values(mixtral)  # grouped_mm: shapes do not depend on the routing
     assert not routes_by_values(llama)
+    tower = _meta(transformers.Qwen3VLMoeVisionConfig(depth=1, hidden_size=32, intermediate_size=64, num_heads=2,
+                                                      out_hidden_size=32), transformers.Qwen3VLMoeVisionModel)
+    assert not routes_by_values(tower)  # its attention asks cu_seqlens.tolist(): not a router
 
 
 def test_jetmoe_step_is_simulated_with_the_assumption_stated() -> None:

@@ -114,8 +114,8 @@ def routes_by_values(model: nn.Module) -> bool:
     says ``eager`` (``grouped_mm`` and the batched paths do not ask)."""
     for module in model.modules():
         cls = type(module)
-        if not _ROUTING_CLASS.search(cls.__name__):
-            continue
+        if not _ROUTING_CLASS.search(cls.__name__) or "Attention" in cls.__name__:
+            continue  # a vision tower's attention of an MoE model (Qwen3-VL-MoE's) asks its patch grid, not a router
         forward = cls.forward
         original = getattr(forward, "__wrapped__", None)
         if original is not None and hasattr(module, "_is_expert_parallel"):  # transformers' use_experts_implementation
