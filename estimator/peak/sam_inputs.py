@@ -33,13 +33,13 @@ refused in one line, both modes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import nn
+
+from estimator.peak.sam_processing import VIDEO, VIDEO_FRAMES, input_side, maker, processed, shapes
 
 if TYPE_CHECKING:
     from estimator.peak.basic_inputs import Workload
@@ -50,8 +50,6 @@ __all__ = ["PROMPTED", "TOWERS", "VIDEO", "VIDEO_FRAMES", "workload"]
 PROMPTED = {"sam": "sam", "sam_hq": "sam_hq", "sam2": "sam2", "sam3_tracker": "sam3_tracker", "edgetam": "edgetam"}
 TOWERS = {"sam_vision_model": "sam", "sam_hq_vision_model": "sam_hq", "sam2_vision_model": "sam2",
           "sam2_hiera_det_model": "sam2", "edgetam_vision_model": "edgetam"}
-VIDEO = {"sam2_video": "sam2_video", "sam3_tracker_video": "sam3_tracker_video", "edgetam_video": "sam2_video"}
-VIDEO_FRAMES = 8
 
 
 def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int | None) -> Workload | None:
@@ -74,67 +72,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     return None
 
 
-def input_side(config: Any) -> int | None:
-    """The side of the square image the model's vision tower takes: its ``image_size`` (SAM's ViT), its
-    backbone's (SAM2's Hiera, SAM3's ViT), else the prompt encoder's; None where the config names none."""
-    parts = [config, getattr(config, "vision_config", None), getattr(config, "tracker_config", None)]
-    for part in parts:
-        if part is None:
-            continue
-        for source in (part, getattr(part, "vision_config", None), getattr(part, "backbone_config", None),
-                       getattr(getattr(part, "vision_config", None), "backbone_config", None),
-                       getattr(part, "prompt_encoder_config", None)):
-            size = getattr(source, "image_size", None) if source is not None else None
-            if isinstance(size, (list, tuple)) and size:
-                return int(size[0])
-            if isinstance(size, int) and not isinstance(size, bool):
-                return size
-    return None
-
-
-def processor_for(model_type: str, side: int) -> Any:
-    """``model_type``'s transformers processor with its image (and video) processor set to ``side`` px: SAM's
-    resizes the longest edge and pads to the square, SAM2's and SAM3's resize to the square."""
-    import transformers
-    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES, get_image_processor_class_from_name
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES, video_processor_class_from_name
-
-    names = IMAGE_PROCESSOR_MAPPING_NAMES[model_type]
-    image_cls = get_image_processor_class_from_name(names.get("torchvision") or names["pil"])
-    defaults = image_cls()
-    if getattr(defaults, "pad_size", None) is not None:  # SAM: longest edge, then padded to a square
-        image = image_cls(size={"longest_edge": side}, pad_size={"height": side, "width": side})
-    else:
-        image = image_cls(size={"height": side, "width": side})
-    cls = getattr(transformers, PROCESSOR_MAPPING_NAMES[model_type])
-    if model_type in VIDEO.values():  # SAM2's video processor: the one transformers has for the family's trackers
-        video_names = VIDEO_PROCESSOR_MAPPING_NAMES["sam2_video"]
-        video = video_processor_class_from_name(video_names.get("torchvision") or next(iter(video_names.values())))
-        return cls(image_processor=image, video_processor=video(size={"height": side, "width": side}))
-    return cls(image_processor=image)
-
-
-def _images(batch_size: int, side: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    return [rng.integers(0, 256, (side, side, 3), dtype=np.uint8) for _ in range(batch_size)]
-
-
-def processed(model_type: str, side: int, raw: int, batch_size: int, *, points: bool) -> dict[str, torch.Tensor]:
-    """What ``model_type``'s processor (at ``side`` px) returns for ``batch_size`` random RGB images of
-    ``raw`` x ``raw`` pixels and, with ``points``, one point prompt each (the image's centre): real CPU tensors."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    with _disable_current_modes():  # the processor's tensors are real ones, even when asked inside the fake mode
-        processor = processor_for(model_type, side)
-        extra: dict[str, Any] = {}
-        if points:
-            extra = {"input_points": [[[[raw / 2, raw / 2]]] for _ in range(batch_size)],
-                     "input_labels": [[[1]] for _ in range(batch_size)]}
-        out = processor(images=_images(batch_size, raw), return_tensors="pt", **extra)
-        return {k: v.to("cpu") for k, v in out.items() if isinstance(v, torch.Tensor)}
-
-
 def _dtype(model: nn.Module) -> torch.dtype:
     return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
@@ -145,30 +82,6 @@ def _accepted(model: nn.Module, real: dict[str, torch.Tensor]) -> dict[str, torc
     params = set(inspect.signature(model.forward).parameters)
     dtype = _dtype(model)
     return {k: v.to(dtype) if v.is_floating_point() else v for k, v in real.items() if k in params}
-
-
-def maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
-    """Fakes of the processor's tensors inside a fake mode (integer ones with their values known), the tensors themselves outside one."""
-
-    def make_inputs() -> dict[str, torch.Tensor]:
-        from estimator.peak.known_values import know
-
-        out: dict[str, torch.Tensor] = {}
-        for key, value in real.items():
-            made = torch.empty(value.shape, dtype=value.dtype)
-            if not isinstance(made, torch._subclasses.fake_tensor.FakeTensor):
-                out[key] = value  # a real run (the truth): the processor's own tensors
-            elif value.dtype.is_floating_point:
-                out[key] = made
-            else:
-                out[key] = know(made, value)
-        return out
-
-    return make_inputs
-
-
-def shapes(real: dict[str, torch.Tensor]) -> str:
-    return ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in real.items())
 
 
 def _prompted(model: nn.Module, source: str, batch_size: int, image_size: int | None) -> Workload:

@@ -6,7 +6,7 @@ As the model docs run them: the processor's ``init_video_session(video=frames)``
 frame 0 (``processor.add_inputs_to_inference_session(session, frame_idx=0, obj_ids=..., input_points=...,
 input_labels=...)``), ``model(inference_session=session, frame_idx=0)``, then
 ``for output in model.propagate_in_video_iterator(session)`` over every frame. The clip is
-:data:`~estimator.peak.sam_inputs.VIDEO_FRAMES` frames of the model's input size (the memory bank's
+:data:`~estimator.peak.sam_processing.VIDEO_FRAMES` frames of the model's input size (the memory bank's
 ``num_maskmem`` past frames and the current one: from then on each frame attends to as much memory as
 the last); ``batch_size`` is the number of objects prompted and tracked in that one video (a session holds
 one video); ``image_size`` the side of the raw square frames (the processor resizes them).
@@ -67,7 +67,7 @@ def video_workload(model: nn.Module, source: str, batch_size: int, image_size: i
 
     from estimator.peak.basic_inputs import ModelKind, Workload
     from estimator.peak.known_values import KnownValues
-    from estimator.peak.sam_inputs import VIDEO_FRAMES, input_side, maker, processor_for, shapes
+    from estimator.peak.sam_processing import VIDEO_FRAMES, input_side, maker, processor_for, shapes
 
     side = input_side(model.config) or 1024
     raw = image_size or side
