@@ -258,9 +258,10 @@ def media_inputs(
     words = (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt, {per_sample} image tokens "
              f"+ {text_len} text tokens ({type(proc).__name__}; {shapes})")
     if video:
-        video_id = proc.tokenizer.convert_tokens_to_ids(family.attributes.get("video_token") or "")
+        video_token = family.attributes.get("video_token")
+        video_id = proc.tokenizer.convert_tokens_to_ids(video_token) if video_token else None
         video_tokens = int((ids[0] == video_id).sum()) if ids is not None and isinstance(video_id, int) else 0
-        shared = video_tokens == 0  # InternVL writes its frames as image tokens: counted together
+        shared = video_tokens == 0  # InternVL, GLM-4V, SmolVLM write their frames as image tokens: counted together
         what = video_words(media.video_frames, int(video["videos"][0].shape[1]), per_sample if shared else video_tokens, shared)
         head = "" if not media.images else (f"{media.images} image{'s' if media.images != 1 else ''} of {size}x{size} px per prompt"
                                             f"{'' if shared else f', {per_sample} image tokens'}, ")

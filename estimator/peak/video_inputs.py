@@ -14,6 +14,8 @@ and the processor (:mod:`estimator.peak.processors`) expands it as it does a rea
 - **LLaVA-NeXT-Video, LLaVA-OneVision, Video-LLaVA**: ``pixel_values_videos`` (B, T, C, H, W) at the tower's
   resolution; the processor writes the tower's patches of every frame (pooled as the model pools them).
 - **InternVL**: every frame is one tile of ``pixel_values``, written ``FrameN: <img>`` + the tile's tokens + ``</img>``.
+- **SmolVLM2**: every frame an image of ``pixel_values`` at the tower's size, with its timestamp, after the
+  processor's intro sentence ("You are provided the following series of N frames...").
 
 The frames are random ``uint8`` frames of the size asked (``--image-size``; default: the video processor's
 resolution, else the family's image default), passed as already sampled (``do_sample_frames=False``, with
@@ -46,6 +48,7 @@ VIDEO_PLACEHOLDERS: dict[str, str] = {
     "video_llama_3": "<|video_pad|>",
     "cosmos3_omni": _QWEN, "qwen4_exp": _QWEN,  # Qwen3VLProcessor
     "exaone4_5": "<|video_pad|>",
+    "smolvlm": "<video>",  # SmolVLM2: the frames become images, each with its timestamp, after a spoken intro
 }
 # Not here yet: Kimi-K2.5 (its video chunks' patches do not match its tower's split on these inputs), Muse-Glimmer
 # (its processor wants the video processor's returned metadata), HyperCLOVA X (its template's video duration).
