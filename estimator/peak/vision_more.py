@@ -6,7 +6,9 @@ for the models below, else None. Images are what the model's own transformers im
 for ``batch_size`` random RGB images (:func:`estimator.peak.vision_inputs.processed`), at ``image_size``
 square where it is given, else at the processor's own resolution; integer inputs are fakes whose values
 are known (:mod:`estimator.peak.known_values`), so the model's questions about them are answered as the
-real run answers them.
+real run answers them. Training runs its first step in full (``Workload.full_first_step``): these losses leave
+some parameters without gradients (a base model's unused heads, DepthPro's field-of-view branch), and AdamW
+keeps no state for them, as in the real run.
 
 - **DepthPro** (model and depth estimation): ``pixel_values`` at ``patch_size / min(scaled_images_ratios)``
   pixels square, the size at which its lowest-resolution copy of the image is one patch (its checkpoints:
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -114,7 +117,7 @@ def _vjepa2(model: nn.Module, batch_size: int, image_size: int | None) -> Worklo
 
     return Workload(ModelKind.VISION_BASE, _maker(real), jepa_loss, lambda m, x: m(**x),
                     f"{type(model).__name__}: VJEPA2VideoProcessor clip, {_shapes(real)}; training: L1 of the predictor's "
-                    "output to the detached target states", KnownValues)
+                    "output to the detached target states", KnownValues, full_first_step=True)
 
 
 def _prompt(length: int, vocab: int) -> torch.Tensor:
@@ -137,7 +140,8 @@ def _images(model: nn.Module, processor_type: str, side: int | None, batch_size:
     settings = {"size": {"height": side, "width": side}} if side else {}
     real = _as_model_dtype(model, processed(processor_type, settings, batch_size, side or 800))
     real.update(extra)
-    return _forward_all(ModelKind.VISION_BASE, _maker(real), f"{what}: {_shapes(real)}", context or KnownValues)
+    return replace(_forward_all(ModelKind.VISION_BASE, _maker(real), f"{what}: {_shapes(real)}", context or KnownValues),
+                   full_first_step=True)
 
 
 @contextlib.contextmanager
@@ -183,4 +187,4 @@ def _loftr(model: nn.Module, batch_size: int, image_size: int | None) -> Workloa
 
     return Workload(ModelKind.VISION_BASE, _maker(real), maps_loss, lambda m, x: m(**x),
                     f"{type(model).__name__}: image pairs, {_shapes(real)}; training backpropagates the sum of its feature maps",
-                    KnownValues)
+                    KnownValues, full_first_step=True)
