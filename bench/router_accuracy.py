@@ -56,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
                 sim = {"peak_bytes": None, "method": f"{type(exc).__name__}: {exc}"[:120]}
             if isinstance(truth, int) and isinstance(sim["peak_bytes"], int):
                 error = (sim["peak_bytes"] - truth) / truth
-                worst = max(worst, abs(error))
-                lines.append(f"| {case} | {CASES[case].what} | {mode} | {truth:,} | {sim['peak_bytes']:,} | {error:+.2%} | {sim['method']} |")
+                gap = dict(CASES[case].known_gaps).get(mode)
+                if not gap:
+                    worst = max(worst, abs(error))
+                mark = f" (known gap: {gap})" if gap and abs(error) > 0.02 else ""
+                lines.append(f"| {case} | {CASES[case].what} | {mode} | {truth:,} | {sim['peak_bytes']:,} | {error:+.2%}{mark} | "
+                             f"{sim['method']} |")
             else:
                 lines.append(f"| {case} | {CASES[case].what} | {mode} | {truth} | {sim['peak_bytes']} | | {sim['method']} |")
             print(lines[-1], flush=True)
@@ -69,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 "4 experts), batch 2; the routers' parameters set to zero (their scores tie: the routing the simulation "
                 "assumes, `estimator/peak/routing.py`). Inference = one `no_grad` forward (JetMoE: generate's prefill; "
                 "Switch: the encoder, then the first decoder step); training = two AdamW steps in float32.")
-    lines += ["", f"Largest error: {worst:.2%}."]
+    lines += ["", f"Largest error outside the known gaps: {worst:.2%}."]
     if not args.only:
         args.out.write_text("\n".join(lines) + "\n")
         print(f"wrote {args.out}")

@@ -45,6 +45,7 @@ class RouterCase:
     zero_routers: bool = True
     what: str = ""
     overrides: tuple[tuple[str, Any], ...] = ()  # config fields set on the small config (real run and simulation alike)
+    known_gaps: tuple[tuple[str, str], ...] = ()  # (mode, why) measured and located, not modelled
 
     def config(self) -> tuple[Any, Any]:
         """The coverage bench's small config of the type (``testkit.coverage.small_config``) and its task class."""
@@ -78,6 +79,12 @@ def zero_routers(model: nn.Module) -> None:
 
 
 _R = "router scores tie (zero router weights)"
+# Located: each hit expert's slice of the fused expert weights (gate_up_proj[e]) sends back a gradient of the whole
+# weight (select_backward); autograd adds them in its input buffer in place on real CPU tensors, out of place on
+# fakes (a FakeTensor is "subclass-like", which rules the in-place add out), so the simulation holds one more
+# weight-sized buffer at that instant (a toy, two selects of one 1 MiB parameter with SGD: +0.79 MB simulated)
+_ACCUMULATE = ("the per-expert weight gradients are summed out of place on fake tensors, in place on real ones "
+               "(autograd's input buffer): one extra gate_up_proj-sized buffer at the backward's peak")
 # LayerDrop off: the real run then runs every layer, as the simulation's step does (it answers the layer-drop
 # draw with the largest draw: the steps of a run that hold the most); with it on, a seeded draw skips layers
 _ALL_LAYERS = (("encoder_layerdrop", 0.0), ("decoder_layerdrop", 0.0))
@@ -87,7 +94,8 @@ CASES: dict[str, RouterCase] = {c.name: c for c in (
     RouterCase("switch_transformers_32", "switch_transformers", 32, what=f"top-1 of 4 experts, nonzero() expert loop; {_R}"),
     RouterCase("switch_transformers_128", "switch_transformers", 128,
                what=f"top-1 of 4 experts, capacity 64 (tokens over it dropped); {_R}"),
-    RouterCase("openai_privacy_filter_32", "openai_privacy_filter", 32, what=f"top-2 of 4 experts, eager expert loop; {_R}"),
+    RouterCase("openai_privacy_filter_32", "openai_privacy_filter", 32, what=f"top-2 of 4 experts, eager expert loop; {_R}",
+               known_gaps=(("training", _ACCUMULATE),)),
     RouterCase("openai_privacy_filter_128", "openai_privacy_filter", 128, what=f"top-2 of 4 experts, eager expert loop; {_R}"),
     RouterCase("time_series_transformer", "time_series_transformer", 0, zero_routers=False, overrides=_ALL_LAYERS,
                what="past/future values and time features from the config"),
