@@ -12,8 +12,10 @@ whose weights are zero computes), so the index ops ``topk`` / ``max`` / ``argmax
 unknown float tensor give what the CPU kernel gives on equal values: every token picks the same
 experts. The real run of such a model is what is simulated, and it is the most tokens any one
 expert can receive, so its per-expert activations are the largest of any routing (a trained router
-spreads the tokens; its peak is at most this one, with the same saved activations in training, since
-each token still goes through ``top_k`` experts). Small constant float factories (``torch.zeros``,
+spreads the tokens; the activations saved for training are the same, since each token still goes
+through ``top_k`` experts, but where each expert keeps its own weights — Switch Transformers — the
+experts no token reaches get no gradient in the step, while a spread routing gives more of them one;
+fused expert weights, JetMoE's and the privacy filter's, get a whole gradient either way). Small constant float factories (``torch.zeros``,
 ``torch.full``: JetMoE counts its tokens per expert by scattering ones into zeros) are known values
 too (:class:`~estimator.peak.known_constants.KnownConstants`). Everything else stays as
 :mod:`estimator.peak.known_values` keeps it.
@@ -41,8 +43,9 @@ from estimator.peak.known_constants import KnownConstants
 
 __all__ = ["ROUTING_NOTE", "AssumedTies", "KnownConstants", "assumed", "routes_by_values", "with_ties"]
 
-ROUTING_NOTE = ("routing assumed: the router's scores tie (zero router weights), so every token picks the same "
-                "experts, the most tokens one expert can get; a trained router spreads them and peaks at most this")
+ROUTING_NOTE = ("routing assumed: the router's scores tie (as with zero router weights), so every token picks the same "
+                "experts: the most tokens one expert can get, its largest activations; a trained router spreads the tokens, "
+                "and where each expert has its own weights (Switch Transformers) it then also makes gradients for more experts")
 
 _aten = torch.ops.aten
 # index ops whose indices output is answered as on equal values; the position of that output
