@@ -107,13 +107,18 @@ def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
     leaves to the checkpoint (only the talker's declares it): Qwen2.5-Omni's checkpoints state the Qwen2
     tokenizer's ``<|vision_start|>``, 151652, in the thinker config. Added where missing (the thinker alone, or
     inside the whole model's ``thinker_config``). Voxtral's default has no ``audio_token_id`` either; its checkpoints
-    state 24, the ``[AUDIO]`` id its processor writes."""
+    state 24, the ``[AUDIO]`` id its processor writes. Higgs Audio V2's default ``codebook_size`` (1024) leaves out
+    the stream BOS and EOS codes its processor adds (1024, 1025): its checkpoints state 1026."""
     if config.get("model_type") == "qwen2_5_omni" and isinstance(config.get("thinker_config"), dict):
         return {**config, "thinker_config": _omni_vision_start(config["thinker_config"])}
     if config.get("model_type") == "qwen2_5_omni_thinker" and config.get("vision_start_token_id") is None:
         return {**config, "vision_start_token_id": 151652}
     if config.get("model_type") == "voxtral" and config.get("audio_token_id") is None:
         return {**config, "audio_token_id": 24}  # Voxtral's checkpoints, as VoxtralProcessor's constant [AUDIO] id
+    if config.get("model_type") == "higgs_audio_v2" and isinstance(config.get("audio_stream_eos_id"), int) \
+            and config.get("codebook_size", 0) <= config["audio_stream_eos_id"]:
+        # its converted checkpoints: codebook_size 1026, the codec's 1024 codes and the stream BOS and EOS (1024, 1025)
+        return {**config, "codebook_size": max(config["audio_stream_bos_id"], config["audio_stream_eos_id"]) + 1}
     return config
 
 

@@ -163,8 +163,8 @@ def _higgs(config: Any, media: Media, b: int, text_len: int, seed: int) -> Media
     frames = math.ceil(seconds * codec.frame_rate)
     books = int(config.num_codebooks)
     rng = np.random.default_rng(seed)
-    codes = torch.from_numpy(rng.integers(0, int(config.codebook_size), (1, books, frames))).long()
     bos, eos = int(config.audio_stream_bos_id), int(config.audio_stream_eos_id)
+    codes = torch.from_numpy(rng.integers(0, min(bos, eos), (1, books, frames))).long()  # the codec's codes, below the stream ids
     framed = torch.cat([torch.full((1, books, 1), bos), codes, torch.full((1, books, 1), eos)], dim=2)
     delayed = HiggsAudioV2Processor.build_delay_pattern(SimpleNamespace(audio_stream_bos_id=bos, audio_stream_eos_id=eos),  # type: ignore[arg-type]
                                                         framed)[0].transpose(0, 1)
