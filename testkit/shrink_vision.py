@@ -24,6 +24,11 @@ found by building the small model and running its real forward on CPU by hand:
 - **UVDoc**: its head concatenates one map per bridge stage (``bridge_connector[0] * len(stage_configs)``
   channels in), so the backbone outputs every stage; the default's ``out_indices`` ``[6]`` (the last
   only) fails the real forward at any size.
+
+Not fixed, and why: PP-OCRv6 small det's default config gives it PP-LCNetV4's text-recognition backbone (strides
+``[2, 1]``, one output map of 384 channels) while its neck reads four maps of ``layer_list_out_channels``
+(12, 18, 42, 360: PP-LCNetV3 at scale 0.75, as ``sub_configs_defaults`` names it, whose maps are 48 to 384 wide);
+neither backbone runs the neck at any size, and the checkpoint's backbone is not derivable from the library.
 """
 
 from __future__ import annotations
