@@ -62,7 +62,9 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
              f"denoising steps over the prefix cache); training: the flow-matching loss on the actions")
     from estimator.peak.pair_inputs import _context
 
-    return Workload(ModelKind.MODULE, make_inputs, train_loss, infer, words, context=_context)
+    # the action expert's token embedding is never used (it reads the actions' embeddings): no gradient, no optimizer
+    # state for it, as the first step run in full shows
+    return Workload(ModelKind.MODULE, make_inputs, train_loss, infer, words, context=_context, full_first_step=True)
 
 
 def _processed(config: Any, b: int, seq_len: int, image_size: int | None, images: int) -> dict[str, torch.Tensor]:
