@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     lines = [
         "# Data-dependent routers and time-series transformers: simulated peak vs measured on CPU", "",
-        "", "| case | what | mode | measured bytes | simulated bytes | error | method |", "|---|---|---|---:|---:|---:|---|",
+        "", "", "| case | what | mode | measured bytes | simulated bytes | error | method |", "|---|---|---|---:|---:|---:|---|",
     ]
     worst = 0.0
     for case in cases:
