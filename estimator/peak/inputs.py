@@ -1,7 +1,8 @@
 """The inputs and loss a real run of each kind of model would use: :func:`workload_for`.
 
 The input providers are asked first (:mod:`estimator.peak.pair_more` and :mod:`estimator.peak.pair_inputs`: a text and an image tower, boxes;
-:mod:`estimator.peak.sam_inputs`: the SAM family; :mod:`estimator.peak.vision_inputs`: detectors, towers asked alone; :mod:`estimator.peak.other_inputs`:
+:mod:`estimator.peak.sam_inputs`: the SAM family; :mod:`estimator.peak.vision_more`: DepthPro, Mask2Former, OneFormer,
+Grounding DINO, EfficientLoFTR; :mod:`estimator.peak.vision_inputs`: detectors, towers asked alone; :mod:`estimator.peak.other_inputs`:
 codecs, text-to-speech, time series; :mod:`estimator.peak.series_inputs`: the time-series transformers;
 :mod:`estimator.peak.encoder_inputs`: Longformer, GLM-Image's VQ-VAE), then the generic paths of :mod:`estimator.peak.basic_inputs` (token ids,
 images, video, patch towers, time series), whose names this module re-exports. The providers import from
@@ -12,7 +13,18 @@ from __future__ import annotations
 
 from torch import nn
 
-from estimator.peak import basic_inputs, encoder_inputs, other_inputs, pair_inputs, pair_more, routing, sam_inputs, series_inputs, vision_inputs
+from estimator.peak import (
+    basic_inputs,
+    encoder_inputs,
+    other_inputs,
+    pair_inputs,
+    pair_more,
+    routing,
+    sam_inputs,
+    series_inputs,
+    vision_inputs,
+    vision_more,
+)
 from estimator.peak.basic_inputs import (  # noqa: F401 - the names this module always had
     ModelKind,
     Workload,
@@ -46,8 +58,8 @@ def workload_for(
 ) -> Workload:
     """The workload a real run of ``model`` would do: the first input provider that knows the model, else the
     generic paths; with the routing assumption of :mod:`estimator.peak.routing` where the model's router asks its values."""
-    for provider in (pair_more.workload, pair_inputs.workload, sam_inputs.workload, vision_inputs.workload, other_inputs.workload, series_inputs.workload,
-                     encoder_inputs.workload):
+    for provider in (pair_more.workload, pair_inputs.workload, sam_inputs.workload, vision_more.workload, vision_inputs.workload, other_inputs.workload,
+                     series_inputs.workload, encoder_inputs.workload):
         found = provider(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
         if found is not None:
             return routing.assumed(model, found)

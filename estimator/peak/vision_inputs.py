@@ -27,7 +27,7 @@ the real run answers them.
   processor's ``pixel_values``; cross-entropy of its class logits (it returns them, takes no labels).
   **SegGPT**: an image, a prompt image and its binary prompt mask, each half of the config's image size.
   **EfficientLoFTR**: image pairs, ``pixel_values`` (B, 2, C, H, W) (:mod:`estimator.peak.vision_more`, asked
-  first, with DepthPro, Mask2Former, OneFormer and Grounding DINO).
+  before this module, with DepthPro, Mask2Former, OneFormer and Grounding DINO).
   **ImageGPT** classification: an image of ``n_positions`` pixels quantized to colour-cluster ``input_ids``.
 
 Not fed here, and why (decided, not guessed): LightGlue's keypoints are where SuperPoint's scores pass a
@@ -72,11 +72,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     model_type = str(getattr(config, "model_type", "") or "")
     if not model_type:
         return None
-    from estimator.peak import vision_more
-
-    found_more = vision_more.workload(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
-    if found_more is not None:  # DepthPro, Mask2Former, OneFormer, Grounding DINO, EfficientLoFTR
-        return found_more
     if model_type in DETR_TYPES and type(model).__name__.endswith("Model"):
         if image_size is None and model_type in _WINDOWED:
             image_size = _side(getattr(config.backbone_config, "image_size", None))

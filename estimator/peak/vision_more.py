@@ -1,5 +1,5 @@
 """Workloads of more vision models whose inputs the generic image path does not make (asked by
-:func:`estimator.peak.vision_inputs.workload` before its own families).
+:func:`estimator.peak.inputs.workload_for` before :mod:`estimator.peak.vision_inputs`).
 
 ``workload(model, batch_size=, seq_len=, image_size=)`` returns a :class:`~estimator.peak.basic_inputs.Workload`
 for the models below, else None. Images are what the model's own transformers image processor returns
