@@ -97,6 +97,10 @@ def run(model_type: str, mode: str, kind: str, seconds: float | None) -> dict[st
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--smoke"]:  # one simulation, here, no measurement (this bench writes no file)
+        sim = run("udop", "inference", "sim", None)
+        print(f"smoke: udop inference simulated {sim.get('peak_bytes')} B ({sim.get('method')})")
+        return 0 if sim.get("method") == "simulated" else 1
     if len(argv) == 5 and argv[0] == "--one":
         seconds = float(argv[4]) if float(argv[4]) > 0 else None
         print(json.dumps(run(argv[1], argv[2], argv[3], seconds)))

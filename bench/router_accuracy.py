@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from bench._smoke import SMOKE_HELP
 from testkit.router_truth import CASES, simulate
 
 MODES = ["inference", "training"]
@@ -39,7 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench/results/router_accuracy.md"))
     parser.add_argument("--only", default=None)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args(argv)
+    if args.smoke:  # one simulation of the first case, no measurement, nothing written
+        case = next(iter(CASES))
+        sim = simulate(case, "inference")
+        print(f"smoke: {case} inference simulated {sim['peak_bytes']:,} B ({sim['method']})")
+        return 0 if sim["method"] == "simulated" else 1
     cases = [c for c in CASES if not args.only or c in args.only.split(",")]
     start = time.perf_counter()
     lines = [

@@ -74,7 +74,17 @@ def _job(job: tuple[str, str, str, int]) -> tuple[tuple[str, str, str, int], Any
         return job, f"{type(exc).__name__}: {exc}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from bench._smoke import SMOKE_HELP
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    if parser.parse_args(argv).smoke:  # the first row's simulation only, here, nothing written
+        _, sim = _job(("sim", *GRID[0]))
+        print(f"smoke: {GRID[0]} simulated: {sim if not isinstance(sim, dict) else sim['peak']}")
+        return 0 if isinstance(sim, dict) and sim["method"] == "simulated" else 1
     jobs = [(kind, *row) for row in GRID for kind in ("truth", "sim")]
     with mp.get_context("spawn").Pool(2, maxtasksperchild=1) as pool:
         found = dict(pool.map(_job, jobs, chunksize=1))

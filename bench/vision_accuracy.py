@@ -7,6 +7,7 @@ inputs (``estimator.peak.vision_inputs`` / ``vision_more``), inference (one ``no
 
     .venv/bin/python -m bench.vision_accuracy                  # issue 23's newly simulated types
     .venv/bin/python -m bench.vision_accuracy uvdoc levit_b2   # these cases only
+    .venv/bin/python -m bench.vision_accuracy --smoke           # one simulation, nothing written (CI)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from testkit.vision_truth import CASES, run_jobs
+from testkit.vision_truth import CASES, run_jobs, simulate
 
 OUT = Path(__file__).parent / "results" / "vision_accuracy.md"
 ISSUE_23 = ["videomae", "lw_detr", "rf_detr", "depth_pro", "uvdoc", "efficientnet", "grounding-dino", "oneformer", "mask2former",
@@ -30,6 +31,10 @@ _HEAD = ["# Vision peaks: simulated vs the CPU allocator", "",
 
 def main(argv: list[str] | None = None) -> int:
     cases = list(sys.argv[1:] if argv is None else argv) or ISSUE_23
+    if cases == ["--smoke"]:  # one simulation of the first case, here, no measurement, nothing written
+        sim = simulate(ISSUE_23[0], "inference")
+        print(f"smoke: {ISSUE_23[0]} inference simulated {sim['peak_bytes']:,} B ({sim['method']})")
+        return 0 if sim["method"] == "simulated" else 1
     start = time.perf_counter()
     results = run_jobs([(kind, case, mode) for case in cases for mode in ("inference", "training") for kind in ("truth", "sim")])
     rows = []
