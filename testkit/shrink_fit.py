@@ -73,7 +73,32 @@ def _depth(d: dict[str, Any]) -> int | None:
 def fit(old: dict[str, Any], new: dict[str, Any], *, width_keys: set[str], width: int, ffn: int) -> dict[str, Any]:
     """``new`` (the level-1 shrink of ``old``) with the relations of the module docstring restored, in place."""
     _fit(old, new, _widths(old, width_keys, set()), width_keys, width, ffn)
+    _media_widths(old, new)
     return new
+
+
+def _sub(d: dict[str, Any], key: str) -> dict[str, Any]:
+    value = d.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _media_widths(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Widths between a multimodal model's sub-configs, in place: Muse-Glimmer's ``out_hidden_size`` is the vision
+    width times ``merge_size``² (its merged patches, 1536 * 2² = 6144 by default); GLM-Image's VQ ``latent_channels``
+    is the vision width (1536 both by default); Qwen3-ASR's audio ``output_dim`` is the text width, which its audio
+    embeddings replace (the default's 3584 is not its 2048-wide text model's; its checkpoints state the text width)."""
+    vision, old_vision = _sub(new, "vision_config"), _sub(old, "vision_config")
+    width: Any = vision.get("hidden_size")
+    merge: Any = vision.get("merge_size")
+    if _is_int(new.get("out_hidden_size")) and _is_int(width) and _is_int(merge) \
+            and old.get("out_hidden_size") == (old_vision.get("hidden_size") or 0) * (old_vision.get("merge_size") or 0) ** 2:
+        new["out_hidden_size"] = width * merge**2
+    vq = _sub(new, "vq_config")
+    if _is_int(vq.get("latent_channels")) and _is_int(width) and _sub(old, "vq_config").get("latent_channels") == old_vision.get("hidden_size"):
+        vq["latent_channels"] = width
+    audio, text = _sub(new, "audio_config"), _sub(new, "text_config")
+    if new.get("model_type") == "qwen3_asr" and _is_int(audio.get("output_dim")) and _is_int(text.get("hidden_size")):
+        audio["output_dim"] = text["hidden_size"]
 
 
 def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_keys: set[str], width: int, ffn: int) -> None:

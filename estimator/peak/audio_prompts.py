@@ -57,6 +57,8 @@ class AudioPrompt:
     drop: tuple[str, ...] = ("attention_mask",)
     attributes: dict[str, str] = field(default_factory=dict)
     extractor_class: str | None = None  # where transformers maps the type to no feature extractor
+    # the type whose extractor computes with torchaudio, run with :mod:`estimator.peak.audio_shapes`' stand-in
+    torchaudio: str = ""
 
 
 _ID = ("audio_token_id", "audio_token_index")
@@ -73,6 +75,9 @@ PROMPTS: dict[str, AudioPrompt] = {
     "qwen3_asr": AudioPrompt({"<|audio_pad|>": _ID, "<|audio_start|>": (), "<|audio_end|>": ()},
                              "<|audio_start|><|audio_pad|><|audio_end|>", "<|audio_pad|>",
                              attributes={"audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"}),
+    # FunASR-Nano: its processor's default audio token, one per frame of the extractor's mask (its own LFR fbank defaults)
+    "fun_asr_nano": AudioPrompt({"<|object_ref_start|>": _ID}, "<|object_ref_start|>", "<|object_ref_start|>",
+                                extractor=lambda config: {}, torchaudio="fun_asr_nano_encoder"),
     "moss_transcribe_diarize": AudioPrompt({"<|audio_pad|>": _ID, "<|audio_start|>": (), "<|audio_end|>": ()},
                                            "<|audio_start|><|audio_pad|><|audio_end|>", "<|audio_pad|>"),
 }
@@ -103,8 +108,10 @@ def _extractor(model_type: str, config: Any, settings: dict[str, Any] | None, pr
     """The feature extractor transformers maps ``model_type`` to, from the repo's settings or the config."""
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
 
+    from estimator.peak.audio_shapes import torchaudio_class
+
     name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(model_type) or prompt.extractor_class
-    cls = feature_extractor_class_from_name(str(name)) if name else None
+    cls = torchaudio_class(prompt.torchaudio) if prompt.torchaudio else feature_extractor_class_from_name(str(name)) if name else None
     if cls is None:
         raise ValueError(f"transformers has no feature extractor for {model_type}")
     chosen = settings or prompt.extractor(config)
@@ -123,8 +130,7 @@ def _seconds(media: Media, extractor: Any) -> float:
 
 def prompt_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
     """The processor's inputs for ``batch_size`` prompts of one clip of ``media.audio_seconds`` and ``text_len`` text tokens."""
-    import transformers
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+    from estimator.peak.audio_shapes import stand_in
 
     model_type = getattr(config, "model_type", "")
     if model_type in SEQ2SEQ:
@@ -132,6 +138,15 @@ def prompt_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, 
     prompt = PROMPTS.get(model_type)
     if prompt is None:
         raise ValueError(f"audio prompts are not simulated for {model_type or type(config).__name__} models")
+    with stand_in(prompt.torchaudio):
+        return _prompt_inputs(model_type, prompt, config, media, batch_size=batch_size, text_len=text_len, seed=seed)
+
+
+def _prompt_inputs(model_type: str, prompt: AudioPrompt, config: Any, media: Media, *, batch_size: int, text_len: int,
+                   seed: int) -> MediaInputs:
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
     extractor = _extractor(model_type, config, media.preprocessor, prompt)
     # the prompts are all alike (never padded): the pad token's id is any free one
     family = Family(tokens={**prompt.tokens, "<|stand_in_pad|>": ()}, placeholder=prompt.placeholder,

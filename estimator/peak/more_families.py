@@ -116,9 +116,43 @@ def _glm_image() -> Family:
                    image_processor=lambda config: {**_grid_image(config), "temporal_patch_size": 1})  # a still image
 
 
+def _gemma4(unified: bool = False) -> Family:
+    """Gemma 4: ``<|image|>`` in the prompt, which the processor expands to ``<|image>`` + one soft token per pooled
+    patch group (the image resized within ``max_soft_tokens`` groups of ``pooling_kernel_size``² patches) + ``<image|>``.
+    Its processor also holds the audio feature extractor (the class transformers maps the type to, its defaults)."""
+    from estimator.peak.family import Family
+
+    def image(config: Any) -> dict[str, Any]:
+        vision = _vision(config)
+        return {"patch_size": int(vision.patch_size), "pooling_kernel_size": int(vision.pooling_kernel_size)}
+
+    def parts(config: Any) -> dict[str, Any]:
+        import transformers
+
+        name = "Gemma4UnifiedAudioFeatureExtractor" if unified else "Gemma4AudioFeatureExtractor"
+        return {"feature_extractor": getattr(transformers, name)()}
+
+    tokens = {"<|image|>": ("image_token_id",), "<|image>": ("boi_token_id",), "<image|>": ("eoi_token_id",),
+              "<|video|>": ("video_token_id",), "<|audio|>": ("audio_token_id",), "<|audio>": ("boa_token_id",),
+              "<audio|>": ("eoa_token_index", "eoa_token_id")}
+    attributes = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>", "audio_token": "<|audio|>",
+                  "boa_token": "<|audio>", "eoa_token": "<audio|>"}
+    return Family(tokens=tokens, placeholder="<|image|>", attributes=attributes, image_processor=image, processor=parts)
+
+
+def _hunyuan_vl() -> Family:
+    """HunYuan-VL's tokenizer names its image token and the two wrappers, which its processor reads."""
+    from dataclasses import replace
+
+    family = _grid("<image>", "<im_start>", "<im_end>")
+    return replace(family, attributes={**family.attributes, "image_start_token": "<im_start>", "image_end_token": "<im_end>"})
+
+
 @cache
 def _table() -> dict[str, Family]:
     return {
+        "gemma4": _gemma4(),
+        "gemma4_unified": _gemma4(unified=True),
         "glm4v": _glm(),
         "glm_image": _glm_image(),
         "glm46v": _glm(),
@@ -130,6 +164,9 @@ def _table() -> dict[str, Family]:
         "cosmos3_omni": _qwen(processor="Qwen3VLProcessor", video_processor="Qwen3VLVideoProcessor"),
         "qwen4_exp": _qwen(),
         "exaone4_5": _grid("<|image_pad|>", video="<|video_pad|>"),
+        # HunYuan-VL: the chat template's <im_start><image><im_end> (the processor checks the wrappers), <image>
+        # expanded to a row of merged patches plus one newline token per row, and the two wrappers counted
+        "hunyuan_vl": _hunyuan_vl(),
         "muse_glimmer": _grid("<|patch|>", video="<|video|>",
                               extra=("<|image_start|>", "<|image_end|>", "<|vid_frame_separator|>", "<|vid_start|>", "<|vid_end|>")),
         "kimi_k25": _grid("<|media_pad|>", "<|media_begin|>", "<|media_end|>", start_ids=("vision_start_token_id",),
