@@ -148,6 +148,13 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
                           "intermediate_size": 64},
         "perceiver_config": {"use_resampler": True, "resampler_n_latents": 8, "resampler_depth": 1, "resampler_n_heads": 2,
                              "resampler_head_dim": 16}}),
+    # Gemma 4: the image processor resizes each image within 280 soft tokens of 3x3 patches (a 224 px image -> 768 px)
+    MultimodalCase("gemma4", "gemma4", {
+        "text_config": {**_TEXT, "sliding_window": 64, "vocab_size": 600, "hidden_size_per_layer_input": 16,
+                        "vocab_size_per_layer_input": 600},
+        "vision_config": {**_VISION, "num_key_value_heads": 2, "head_dim": 16, "patch_size": 16},
+        "image_token_id": 501, "boi_token_id": 502, "eoi_token_id": 503, "video_token_id": 504, "audio_token_id": 505,
+        "boa_token_id": 506, "eoa_token_index": 507}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
