@@ -155,6 +155,13 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vision_config": {**_VISION, "num_key_value_heads": 2, "head_dim": 16, "patch_size": 16},
         "image_token_id": 501, "boi_token_id": 502, "eoi_token_id": 503, "video_token_id": 504, "audio_token_id": 505,
         "boa_token_id": 506, "eoa_token_index": 507}),
+    # HunYuan-VL: <im_start><image><im_end>, the image a row of merged patches plus a newline token per row
+    MultimodalCase("hunyuan_vl", "hunyuan_vl", {
+        "text_config": {**_TEXT, "num_key_value_heads": 4, "rope_parameters": {"mrope_section": [2, 2, 2, 2], "rope_theta": 10000.0,
+                                                                               "rope_type": "default"}},
+        "vision_config": {**_VISION, "num_key_value_heads": 2, "out_hidden_size": 64, "text_hidden_size": 64, "patch_size": 16,
+                          "spatial_merge_size": 2},
+        "image_token_id": 501}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
