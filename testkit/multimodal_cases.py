@@ -162,6 +162,11 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vision_config": {**_VISION, "num_key_value_heads": 2, "out_hidden_size": 64, "text_hidden_size": 64, "patch_size": 16,
                           "spatial_merge_size": 2},
         "image_token_id": 501}),
+    # Muse-Glimmer: a grid of 14 px patches, 2x2 merged (out_hidden_size: the vision width times 4)
+    MultimodalCase("muse_glimmer", "muse_glimmer", {
+        "text_config": {**_TEXT, "sliding_window": 64},
+        "vision_config": {**_VISION, "num_hidden_layers": 2, "patch_size": 14, "merge_size": 2},
+        "out_hidden_size": 128, "projector_hidden_size": 64, "image_token_id": 501, "video_token_id": 502}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
