@@ -39,6 +39,15 @@ AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "audio_config": {"model_type": "qwen3_asr_encoder", "d_model": 32, "encoder_layers": 1, "encoder_attention_heads": 2,
                          "encoder_ffn_dim": 64, "num_mel_bins": 80, "output_dim": 64, "downsample_hidden_size": 16},
         "audio_token_id": 500, "pad_token_id": 0}, cls="Qwen3ASRForConditionalGeneration"),
+    # FunASR-Nano: LFR fbank frames (its extractor run with the torchaudio stand-in), one audio token per 60 ms frame
+    MultimodalCase("fun_asr_nano", "fun_asr_nano", {
+        "text_config": {"model_type": "qwen3", **_TEXT},
+        "audio_config": {"model_type": "fun_asr_nano_encoder", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                         "num_attention_heads": 4, "num_timestamp_prediction_layers": 1, "hidden_dropout": 0.0,
+                         "attention_dropout": 0.0},
+        "adaptor_config": {"hidden_size": 64, "intermediate_size": 16, "num_attention_heads": 4, "num_hidden_layers": 2,
+                           "projector_hidden_size": 64},
+        "audio_token_id": 500}, cls="FunAsrNanoForConditionalGeneration"),
     # raw 16 kHz audio; no pad_token_id (as Moonshine's default config): training passes the decoder inputs
     MultimodalCase("moonshine", "moonshine", {
         "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "encoder_num_hidden_layers": 1,
@@ -48,7 +57,8 @@ AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
 
 # the two clip lengths each case is measured at (seconds): a short clip and a long one within the 30 s window
 AUDIO_SECONDS: dict[str, tuple[float, float]] = {"qwen2_audio": (5.0, 20.0), "audioflamingo3": (5.0, 20.0), "moonshine": (5.0, 20.0),
-                                                  "glmasr": (5.0, 20.0), "qwen3_asr": (5.0, 20.0)}
+                                                  "glmasr": (5.0, 20.0), "qwen3_asr": (5.0, 20.0),
+                                                  "fun_asr_nano": (5.0, 20.0)}
 
 
 def all_cases() -> dict[str, MultimodalCase]:
