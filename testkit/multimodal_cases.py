@@ -167,6 +167,13 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "text_config": {**_TEXT, "sliding_window": 64},
         "vision_config": {**_VISION, "num_hidden_layers": 2, "patch_size": 14, "merge_size": 2},
         "out_hidden_size": 128, "projector_hidden_size": 64, "image_token_id": 501, "video_token_id": 502}),
+    # Gemma 4 unified: Gemma 4's prompt, the image embedded by patches without a vision transformer
+    MultimodalCase("gemma4_unified", "gemma4_unified", {
+        "text_config": {**_TEXT, "sliding_window": 64, "vocab_size": 600, "hidden_size_per_layer_input": 16,
+                        "vocab_size_per_layer_input": 600},
+        "vision_config": {"mm_embed_dim": 64, "output_proj_dims": 64, "patch_size": 16},
+        "image_token_id": 501, "boi_token_id": 502, "eoi_token_id": 503, "video_token_id": 504, "audio_token_id": 505,
+        "boa_token_id": 506, "eoa_token_index": 507}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
