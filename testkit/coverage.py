@@ -109,7 +109,8 @@ def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
     inside the whole model's ``thinker_config``). Voxtral's default has no ``audio_token_id`` either; its checkpoints
     state 24, the ``[AUDIO]`` id its processor writes. Higgs Audio V2's default ``codebook_size`` (1024) leaves out
     the stream BOS and EOS codes its processor adds (1024, 1025): its checkpoints state 1026. Gemma 4's default has
-    no vision tower; its checkpoints state one (the vision config class's defaults, then shrunk)."""
+    no vision tower; its checkpoints state one (the vision config class's defaults, then shrunk), as EmbeddingGemma 2's
+    (Gemma 4's vision config)."""
     if config.get("model_type") == "qwen2_5_omni" and isinstance(config.get("thinker_config"), dict):
         return {**config, "thinker_config": _omni_vision_start(config["thinker_config"])}
     if config.get("model_type") == "qwen2_5_omni_thinker" and config.get("vision_start_token_id") is None:
@@ -119,6 +120,11 @@ def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
         return {**config, "vision_config": CONFIG_MAPPING[config["model_type"]].sub_configs["vision_config"]().to_dict()}
+    if config.get("model_type") == "embedding_gemma2" and config.get("vision_config") is None:
+        # EmbeddingGemma 2 reuses Gemma 4's vision tower verbatim (its config's sub-config spec: gemma4_vision)
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        return {**config, "vision_config": CONFIG_MAPPING["gemma4_vision"]().to_dict()}
     if config.get("model_type") == "voxtral" and config.get("audio_token_id") is None:
         return {**config, "audio_token_id": 24}  # Voxtral's checkpoints, as VoxtralProcessor's constant [AUDIO] id
     if config.get("model_type") == "higgs_audio_v2" and isinstance(config.get("audio_stream_eos_id"), int) \

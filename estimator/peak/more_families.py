@@ -153,6 +153,9 @@ def _table() -> dict[str, Family]:
     return {
         "gemma4": _gemma4(),
         "gemma4_unified": _gemma4(unified=True),
+        # Diffusion Gemma maps to Gemma4Processor; EmbeddingGemma 2's processor writes the same Gemma 4 tokens
+        "diffusion_gemma": _gemma4(),
+        "embedding_gemma2": _gemma4(),
         "glm4v": _glm(),
         "glm_image": _glm_image(),
         "glm46v": _glm(),
