@@ -65,6 +65,10 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
 
     if model_type in SPEECH_PROMPT_TYPES:
         return speech_prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
+    if model_type == "pop2piano":  # beats at a stated tempo (no beat tracker): estimator.peak.pop2piano_inputs
+        from estimator.peak.pop2piano_inputs import pop2piano_inputs
+
+        return pop2piano_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
     speech = SPEECH.get(model_type)
     if speech is None and model_type in FORWARD_TYPES:  # encoders, CTC, classifiers, transducers
         return forward_audio_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
@@ -95,7 +99,7 @@ def audio_simulated(model_type: str) -> bool:
     from estimator.peak.audio_prompts import PROMPT_TYPES
     from estimator.peak.speech_prompts import SPEECH_PROMPT_TYPES
 
-    return model_type in SPEECH or model_type in PROMPT_TYPES or model_type in SPEECH_PROMPT_TYPES or forward_simulated(model_type)
+    return model_type in SPEECH or model_type == "pop2piano" or model_type in PROMPT_TYPES or model_type in SPEECH_PROMPT_TYPES or forward_simulated(model_type)
 
 
 def audio_workload(model: Any, inputs: MediaInputs) -> Any:
@@ -106,6 +110,10 @@ def audio_workload(model: Any, inputs: MediaInputs) -> Any:
 
     if getattr(model.config, "model_type", "") in FORWARD_TYPES:
         return forward_audio_workload(model, inputs)
+    if getattr(model.config, "model_type", "") == "pop2piano":  # generate's mel conditioner before the first step
+        from estimator.peak.pop2piano_inputs import pop2piano_workload
+
+        return pop2piano_workload(model, inputs)
     return media_workload(model, inputs)
 
 
@@ -114,4 +122,4 @@ def simulated_audio_types() -> list[str]:
     from estimator.peak.audio_prompts import PROMPT_TYPES
     from estimator.peak.speech_prompts import SPEECH_PROMPT_TYPES
 
-    return sorted({*SPEECH, *PROMPT_TYPES, *SPEECH_PROMPT_TYPES, *(t for t in FORWARD_TYPES if forward_simulated(t))})
+    return sorted({*SPEECH, "pop2piano", *PROMPT_TYPES, *SPEECH_PROMPT_TYPES, *(t for t in FORWARD_TYPES if forward_simulated(t))})
