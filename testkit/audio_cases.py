@@ -9,9 +9,27 @@ built in float32 with the model's own class. The audio is made by :mod:`estimato
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
 from testkit.multimodal_cases import MM_CASES, MultimodalCase
 
 __all__ = ["AUDIO_CASES", "AUDIO_SECONDS", "all_cases"]
+
+
+@dataclass(frozen=True)
+class _Pop2PianoCase(MultimodalCase):
+    """Pop2Piano's ``generate`` reads its composers from the repo's generation_config.json (sweetcocoa/pop2piano:
+    composer1..composer21 -> one feature token each); a model built from a config has none, so they are set here."""
+
+    def build_on(self, device: str, dtype: torch.dtype = torch.float32) -> nn.Module:
+        model: Any = super().build_on(device, dtype)
+        model.generation_config.composer_to_feature_token = {f"composer{i + 1}": i for i in range(model.config.composer_vocab_size)}
+        return model
+
 
 _TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 2048, "head_dim": 16}
@@ -53,12 +71,16 @@ AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "encoder_num_hidden_layers": 1,
         "decoder_num_hidden_layers": 2, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
         "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4}, cls="MoonshineForConditionalGeneration"),
+    # Pop2Piano: mel frames (feature_size = d_model) cut at the beats of an assumed 120 bpm (estimator.peak.pop2piano_inputs)
+    _Pop2PianoCase("pop2piano", "pop2piano", {
+        "vocab_size": 512, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4,
+        "dropout_rate": 0.0, "decoder_start_token_id": 0}, cls="Pop2PianoForConditionalGeneration"),
 ]}
 
 # the two clip lengths each case is measured at (seconds): a short clip and a long one within the 30 s window
 AUDIO_SECONDS: dict[str, tuple[float, float]] = {"qwen2_audio": (5.0, 20.0), "audioflamingo3": (5.0, 20.0), "moonshine": (5.0, 20.0),
                                                   "glmasr": (5.0, 20.0), "qwen3_asr": (5.0, 20.0),
-                                                  "fun_asr_nano": (5.0, 20.0)}
+                                                  "fun_asr_nano": (5.0, 20.0), "pop2piano": (5.0, 20.0)}
 
 
 def all_cases() -> dict[str, MultimodalCase]:
