@@ -181,9 +181,12 @@ def media_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]
     before the bench recorded inputs count as "not recorded")."""
     head = ["category", "mode", "simulated", "with images", "with audio", "text only", "text only (fallback)", "not recorded"]
     body = []
-    for cat in ("VLM", "speech"):
+    groups = {"VLM": lambda r: r.get("category") == "VLM", "speech": lambda r: r.get("category") == "speech",
+              # image-text-to-text types whose language model puts them in the MoE or hybrid/SSM category count too
+              "image-text-to-text task (any category)": lambda r: r.get("task") == "image-text-to-text"}
+    for cat, member in groups.items():
         for mode in ("inference", "training"):
-            ok = [r[mode] for r in built(rows) if r.get("category") == cat and r[mode]["status"] == "ok"]
+            ok = [r[mode] for r in built(rows) if member(r) and r[mode]["status"] == "ok"]
             kinds = Counter(e.get("inputs", "not recorded") for e in ok)
             body.append([cat, mode, len(ok), kinds["images"], kinds["audio"], kinds["text"], kinds["text only (fallback)"],
                          kinds["not recorded"]])
@@ -272,6 +275,10 @@ def report(tag: str) -> str:
             "Command: `python -m bench.coverage --tag " + tag + "` then `python -m bench.coverage --report " + tag + "`.", "",
             "## By category", "", markdown(*category_table(rows)), "",
             "## Inputs of the simulated VLM and speech rows", "", markdown(*media_table(rows)), "",
+            "Simulated with text only although their task takes images (image-text-to-text): "
+            + (", ".join(sorted(r["model_type"] for r in built(rows) if r.get("task") == "image-text-to-text"
+                                and r["inference"]["status"] == "ok" and not str(r["inference"].get("inputs")).startswith(("images", "audio"))))
+               or "none") + ".", "",
             "## By cause family", "", markdown(*family_table(rows)), "",
             "## By failure cause (rows that are not exact / not simulated)", "", markdown(*cause_table(rows)), "",
             "## Seconds per mode (types built)", "",
