@@ -148,6 +148,24 @@ def _hunyuan_vl() -> Family:
     return replace(family, attributes={**family.attributes, "image_start_token": "<im_start>", "image_end_token": "<im_end>"})
 
 
+def _lfm2_vl() -> Family:
+    """LFM2-VL: ``<image>`` in the prompt, which the processor expands to ``<|image_start|>``, the tiles' rows and columns
+    (``<|img_row_R_col_C|>`` + the tile's image tokens), ``<|img_thumbnail|>`` + the thumbnail's and ``<|image_end|>``;
+    the image processor's patching (``encoder_patch_size``, ``downsample_factor``) from the model config."""
+    from estimator.peak.family import Family
+
+    def image(config: Any) -> dict[str, Any]:
+        return {"encoder_patch_size": int(_vision(config).patch_size), "downsample_factor": int(config.downsample_factor)}
+
+    tiles = [f"<|img_row_{r}_col_{c}|>" for r in range(1, 11) for c in range(1, 11)]
+    tokens: dict[str, tuple[str, ...]] = {"<image>": ("image_token_id",), "<|image_start|>": (), "<|image_end|>": (),
+                                          "<|img_thumbnail|>": ()}
+    return Family(tokens=tokens, placeholder="<image>", image_processor=image, extra_tokens=lambda: tiles,
+                  attributes={"image_token": "<image>", "image_start_token": "<|image_start|>",
+                              "image_end_token": "<|image_end|>", "image_thumbnail_token": "<|img_thumbnail|>"},
+                  default_size=lambda config: 512)
+
+
 @cache
 def _table() -> dict[str, Family]:
     return {
@@ -157,6 +175,7 @@ def _table() -> dict[str, Family]:
         "diffusion_gemma": _gemma4(),
         "embedding_gemma2": _gemma4(),
         "glm4v": _glm(),
+        "lfm2_vl": _lfm2_vl(),
         "glm_image": _glm_image(),
         "glm46v": _glm(),
         "glm_ocr": _glm(processor="Glm46VProcessor", image_processor="Glm46VImageProcessor", video_processor="Glm46VVideoProcessor"),
