@@ -104,6 +104,22 @@ def _omni_parts(config: Any) -> dict[str, Any]:
     return {"feature_extractor": WhisperFeatureExtractor(feature_size=int(getattr(audio, "num_mel_bins", 128)))}
 
 
+def _qwen3_omni() -> Family:
+    """Qwen3-Omni's thinker: Qwen3OmniMoeProcessor reads the same tokenizer attributes as Qwen2.5-Omni's, its
+    tokenizer naming them ``<|image_pad|>``, ``<|vision_start|>``, ``<|audio_pad|>``, ``<|audio_start|>`` and so on."""
+    from dataclasses import replace
+
+    family = _grid("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", start_ids=("vision_start_token_id",),
+                   video="<|video_pad|>", extra=("<|audio_pad|>", "<|audio_start|>", "<|audio_end|>"),
+                   classes={"processor": "Qwen3OmniMoeProcessor", "image_processor": "Qwen2VLImageProcessor",
+                            "video_processor": "Qwen2VLVideoProcessor"})
+    attributes = {**family.attributes, "audio_token": "<|audio_pad|>", "vision_bos_token": "<|vision_start|>",
+                  "vision_eos_token": "<|vision_end|>", "audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"}
+    tokens = {**family.tokens, "<|audio_pad|>": ("audio_token_index", "audio_token_id"),
+              "<|audio_start|>": ("audio_start_token_id",), "<|audio_end|>": ("audio_end_token_id",)}
+    return replace(family, tokens=tokens, attributes=attributes, processor=_omni_parts)
+
+
 def _glm_image() -> Family:
     """GLM-Image's image-to-image prompt: the source image's grid tokens, then the target grid the model will
     generate (``<sop>h w<eop>``, the processor's default target size)."""
@@ -176,6 +192,7 @@ def _table() -> dict[str, Family]:
         "embedding_gemma2": _gemma4(),
         "glm4v": _glm(),
         "lfm2_vl": _lfm2_vl(),
+        "lfm3_vl": _qwen(),  # Lfm3VlProcessor: Qwen-VL's <|vision_start|><|image_pad|><|vision_end|> grid, Qwen2VLImageProcessor
         "glm_image": _glm_image(),
         "glm46v": _glm(),
         "glm_ocr": _glm(processor="Glm46VProcessor", image_processor="Glm46VImageProcessor", video_processor="Glm46VVideoProcessor"),
@@ -183,6 +200,7 @@ def _table() -> dict[str, Family]:
         "paddleocr_vl": _grid("<|IMAGE_PLACEHOLDER|>", "<|IMAGE_START|>", "<|IMAGE_END|>"),
         "video_llama_3": _grid("<|image_pad|>", video="<|video_pad|>"),
         "qwen2_5_omni_thinker": _omni(),
+        "qwen3_omni_moe_thinker": _qwen3_omni(),
         "cosmos3_omni": _qwen(processor="Qwen3VLProcessor", video_processor="Qwen3VLVideoProcessor"),
         "qwen4_exp": _qwen(),
         "exaone4_5": _grid("<|image_pad|>", video="<|video_pad|>"),
