@@ -105,7 +105,7 @@ def shrink(config: dict[str, Any], level: int = 1, *, recompute_layer_types: boo
 def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
     """Qwen2.5-Omni's thinker reads ``vision_start_token_id`` (its 3-D rotary positions), which its config class
     leaves to the checkpoint (only the talker's declares it): Qwen2.5-Omni's checkpoints state the Qwen2
-    tokenizer's ``<|vision_start|>``, 151652, in the thinker config. Added where missing (the thinker alone, or
+    tokenizer's ``<|vision_start|>``, 151652, in the thinker config (Qwen3-Omni's thinker too). Added where missing (the thinker alone, or
     inside the whole model's ``thinker_config``). Voxtral's default has no ``audio_token_id`` either; its checkpoints
     state 24, the ``[AUDIO]`` id its processor writes. Higgs Audio V2's default ``codebook_size`` (1024) leaves out
     the stream BOS and EOS codes its processor adds (1024, 1025): its checkpoints state 1026. Gemma 4's default has
@@ -113,7 +113,8 @@ def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
     (Gemma 4's vision config)."""
     if config.get("model_type") == "qwen2_5_omni" and isinstance(config.get("thinker_config"), dict):
         return {**config, "thinker_config": _omni_vision_start(config["thinker_config"])}
-    if config.get("model_type") == "qwen2_5_omni_thinker" and config.get("vision_start_token_id") is None:
+    if config.get("model_type") in ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker") \
+            and config.get("vision_start_token_id") is None:
         return {**config, "vision_start_token_id": 151652}
     if config.get("model_type") in ("gemma4", "gemma4_unified") and config.get("vision_config") is None:
         # Gemma 4's config class leaves its vision tower optional (None by default); its checkpoints state one

@@ -193,6 +193,7 @@ def _table() -> dict[str, Family]:
         "glm4v": _glm(),
         "lfm2_vl": _lfm2_vl(),
         "lfm3_vl": _qwen(),  # Lfm3VlProcessor: Qwen-VL's <|vision_start|><|image_pad|><|vision_end|> grid, Qwen2VLImageProcessor
+        "glm4v_moe": _glm(),  # GLM-4.5V: Glm4vProcessor, GLM-4V's image and video processors
         "glm_image": _glm_image(),
         "glm46v": _glm(),
         "glm_ocr": _glm(processor="Glm46VProcessor", image_processor="Glm46VImageProcessor", video_processor="Glm46VVideoProcessor"),
