@@ -126,6 +126,10 @@ def _omni_vision_start(config: dict[str, Any]) -> dict[str, Any]:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
         return {**config, "vision_config": CONFIG_MAPPING["gemma4_vision"]().to_dict()}
+    if config.get("model_type") == "aria" and isinstance(config.get("vision_config"), dict) \
+            and config["vision_config"].get("patch_size") != 14:
+        # Aria's checkpoints state 14 px patches (980 / 14 = 70 a side: the 4900 of projector_patch_to_query_dict)
+        return {**config, "vision_config": {**config["vision_config"], "patch_size": 14}}
     if config.get("model_type") == "voxtral" and config.get("audio_token_id") is None:
         return {**config, "audio_token_id": 24}  # Voxtral's checkpoints, as VoxtralProcessor's constant [AUDIO] id
     if config.get("model_type") == "higgs_audio_v2" and isinstance(config.get("audio_stream_eos_id"), int) \

@@ -245,6 +245,10 @@ def image_families() -> dict[str, Family]:
             attributes={"image_token": "<|IMG_PATCH|>", "boi_token": "<|START_OF_IMG|>", "eoi_token": "<|END_OF_IMG|>",
                         "img_line_break_token": "<|IMG_LINE_BREAK|>"},
             image_processor=_cohere2_image, default_size=image_side),
+        # Aria: AriaProcessor expands "<|img|>" to crops x the queries its size_conversion gives the crop side
+        # (490 px: 128, 980 px: 256, AriaImageProcessor's default max_image_size 980)
+        "aria": Family(tokens={"<|img|>": _IMAGE_IDS}, placeholder="<|img|>", attributes={"image_token": "<|img|>"},
+                       default_size=lambda config: 980),
         "mistral3": _pixtral_like(),
         "lighton_ocr": _pixtral_like(),
         "mistral_large4": _pixtral_like(),
