@@ -196,6 +196,7 @@ def _table() -> dict[str, Family]:
         "glm4v_moe": _glm(),  # GLM-4.5V: Glm4vProcessor, GLM-4V's image and video processors
         "glm_image": _glm_image(),
         "glm46v": _glm(),
+        "minimax_m3_vl": _grid("]<]image[>[", "]<]start of image[>[", "]<]end of image[>[", video="]<]video[>["),
         "glm_ocr": _glm(processor="Glm46VProcessor", image_processor="Glm46VImageProcessor", video_processor="Glm46VVideoProcessor"),
         "glmga": _glm(processor="Glm46VProcessor", video_processor="Glm46VVideoProcessor"),
         "paddleocr_vl": _grid("<|IMAGE_PLACEHOLDER|>", "<|IMAGE_START|>", "<|IMAGE_END|>"),
