@@ -182,8 +182,17 @@ def _lfm2_vl() -> Family:
                   default_size=lambda config: 512)
 
 
+def _extractor(name: str) -> Any:
+    """A processor's audio feature extractor at its defaults (the image prompts here send no audio)."""
+    import transformers
+
+    return getattr(transformers, name)()
+
+
 @cache
 def _table() -> dict[str, Family]:
+    from dataclasses import replace
+
     return {
         "gemma4": _gemma4(),
         "gemma4_unified": _gemma4(unified=True),
@@ -211,6 +220,17 @@ def _table() -> dict[str, Family]:
         "hunyuan_vl": _hunyuan_vl(),
         "muse_glimmer": _grid("<|patch|>", video="<|video|>",
                               extra=("<|image_start|>", "<|image_end|>", "<|vid_frame_separator|>", "<|vid_start|>", "<|vid_end|>")),
+        # Muse Spark: Muse Glimmer's image and video tokens (MuseGlimmerImageProcessor), plus its audio ones
+        "muse_spark": replace(_grid("<|patch|>", "<|image_start|>", "<|image_end|>", start_ids=("image_start_token_id",),
+                                    end_ids=("image_end_token_id",), video="<|video|>",
+                                    extra=("<|vid_frame_separator|>", "<|vid_start|>", "<|vid_end|>", "<|audio|>",
+                                           "<|soft_audio_start|>", "<|soft_audio_end|>")),
+                              processor=lambda config: {"feature_extractor": _extractor("MuseSparkFeatureExtractor")}),
+        # dots3.note: Dots3NoteProcessor's <|imgpad|> grid (Qwen2VLImageProcessor), its video and audio pads; its
+        # vision tower's Conv2d patch embedding reads rows of one frame (temporal_patch_size 1)
+        "dots3_note": replace(_grid("<|imgpad|>", video="<|video_pad|>", extra=("<|audio_comp_pad|>",)),
+                              image_processor=lambda config: {**_grid_image(config), "temporal_patch_size": 1},
+                              processor=lambda config: {"feature_extractor": _extractor("Dots3NoteFeatureExtractor")}),
         "kimi_k25": _grid("<|media_pad|>", "<|media_begin|>", "<|media_end|>", start_ids=("vision_start_token_id",),
                           end_ids=("vision_end_token_id",), video="<|kimi_k25_video_placeholder|>", extra=("<|media_content|>",)),
     }
