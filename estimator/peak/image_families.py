@@ -103,6 +103,14 @@ def _onevision_processor(config: Any) -> dict[str, Any]:
             "vision_aspect_ratio": getattr(config, "vision_aspect_ratio", "anyres_max_9")}
 
 
+def _inkling_image(config: Any) -> dict[str, Any]:
+    """Inkling's image processor "size": the pixels of one image token, Inkling 2's spatial_merge_size patches a side,
+    Inkling's one patch (no merge: its defaults, 40 px, are the processor's 40)."""
+    vision = vision_of(config)
+    side = int(getattr(vision, "spatial_merge_size", None) or 1) * patch_side(config)
+    return {"size": {"height": side, "width": side}}
+
+
 def _pixtral_image(config: Any) -> dict[str, Any]:
     patch = patch_side(config)
     return {"size": {"longest_edge": image_side(config)}, "patch_size": {"height": patch, "width": patch}}
@@ -249,6 +257,17 @@ def image_families() -> dict[str, Family]:
         # (490 px: 128, 980 px: 256, AriaImageProcessor's default max_image_size 980)
         "aria": Family(tokens={"<|img|>": _IMAGE_IDS}, placeholder="<|img|>", attributes={"image_token": "<|img|>"},
                        default_size=lambda config: 980),
+        # Inkling 2 / Inkling: the processor writes image_grid_thw.prod() image tokens; the image processor's "size"
+        # is the pixels of one such token (spatial_merge_size patches a side); Inkling's also its audio extractor
+        "inkling2": Family(tokens={"<|unused_200054|>": _IMAGE_IDS}, placeholder="<|unused_200054|>",
+                           attributes={"image_token": "<|unused_200054|>"}, image_processor=_inkling_image,
+                           default_size=lambda config: 448),
+        "inkling_mm_model": Family(
+            tokens={"<|unused_200054|>": _IMAGE_IDS, "<|content_image|>": ("image_bos_token_id",),
+                    "<|unused_200053|>": ("audio_token_id",), "<|content_audio_input|>": ("audio_bos_token_id",)},
+            placeholder="<|unused_200054|>", attributes={"image_token": "<|unused_200054|>", "audio_token": "<|unused_200053|>"},
+            image_processor=_inkling_image, default_size=lambda config: 448,
+            processor=lambda config: {"feature_extractor": __import__("transformers").InklingFeatureExtractor()}),
         "mistral3": _pixtral_like(),
         "lighton_ocr": _pixtral_like(),
         "mistral_large4": _pixtral_like(),
