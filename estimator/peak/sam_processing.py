@@ -80,23 +80,11 @@ def processed(model_type: str, side: int, raw: int, batch_size: int, *, points: 
 
 
 def maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
-    """Fakes of the processor's tensors inside a fake mode (integer ones with their values known), the tensors themselves outside one."""
+    """Fakes of the processor's tensors inside a fake mode (integers known), the tensors themselves outside one:
+    :func:`estimator.peak.vision_inputs._maker`, which every image provider uses."""
+    from estimator.peak.vision_inputs import _maker
 
-    def make_inputs() -> dict[str, torch.Tensor]:
-        from estimator.peak.known_values import know
-
-        out: dict[str, torch.Tensor] = {}
-        for key, value in real.items():
-            made = torch.empty(value.shape, dtype=value.dtype)
-            if not isinstance(made, torch._subclasses.fake_tensor.FakeTensor):
-                out[key] = value  # a real run (the truth): the processor's own tensors
-            elif value.dtype.is_floating_point:
-                out[key] = made
-            else:
-                out[key] = know(made, value)
-        return out
-
-    return make_inputs
+    return _maker(real)
 
 
 def shapes(real: dict[str, torch.Tensor]) -> str:
