@@ -29,6 +29,9 @@ Each was found by building the small model and running its real forward on its p
 - **Memory widths are the model's width** (the video models): ``memory_fuser_embed_dim``,
   ``mask_downsampler_embed_dim`` and ``memory_attention_hidden_size`` that equalled the old hidden size follow
   the new one (their feed-forward sizes -> 128).
+- **A SAM stage feeding a CLIP is as wide as the CLIP** (Unlimited-OCR, :func:`_sam_into_clip`): its last
+  ``downsample_channels`` map is the CLIP encoder's patch embeddings (1024 both by default), so the
+  downsampling widths scale with the CLIP's ``hidden_size`` (``[512, 1024]`` -> ``[32, 64]`` at 64).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def fit_sam(d: dict[str, Any], out: dict[str, Any], *, ffn: int) -> None:
     """``out`` (the shrink of ``d``, one level of the config) with the relations of the module docstring restored, in place."""
     _hiera(d, out)
     _neck(out)
+    _sam_into_clip(d, out)
     prompt, decoder, vision = out.get("prompt_encoder_config"), out.get("mask_decoder_config"), out.get("vision_config")
     if not (isinstance(prompt, dict) and isinstance(decoder, dict) and isinstance(vision, dict)):
         return
@@ -102,6 +106,18 @@ def fit_sam(d: dict[str, Any], out: dict[str, Any], *, ffn: int) -> None:
             out["perceiver_resampler_num_latents_2d"] = per_side * per_side
             out["memory_attention_rope_k_sizes"] = [per_side, per_side]
     _memory(d, out, width, ffn)
+
+
+def _sam_into_clip(d: dict[str, Any], out: dict[str, Any]) -> None:
+    sam, clip = out.get("sam_config"), out.get("encoder_config")
+    old_sam, old_clip = d.get("sam_config") or {}, d.get("encoder_config") or {}
+    if not (isinstance(sam, dict) and isinstance(clip, dict) and isinstance(sam.get("downsample_channels"), list)):
+        return
+    channels, width, old_width = sam["downsample_channels"], clip.get("hidden_size"), old_clip.get("hidden_size")
+    old_channels = old_sam.get("downsample_channels")
+    if _is_int(width) and _is_int(old_width) and isinstance(old_channels, (list, tuple)) and old_channels \
+            and old_channels[-1] == old_width and channels[-1] != width:
+        sam["downsample_channels"] = [max(1, v * width // old_width) for v in old_channels]
 
 
 def _hiera(d: dict[str, Any], out: dict[str, Any]) -> None:
