@@ -252,6 +252,7 @@ def _shrink(d: dict[str, Any], level: int, tokens: dict[int, int], recompute: bo
         out["num_layers_per_stack"] = 1
         out["num_hidden_layers"] = out["H_cycles"] * (out["L_cycles"] + 1)
     _query_token_id(out)
+    _image_context_id(out)
     if "prediction_length" in out and out["prediction_length"] is None and "context_length" in out:
         out["prediction_length"] = 24  # Autoformer, Informer, TimeSeriesTransformer: required, stated by each checkpoint
     _checkpoint_fields(out)
@@ -301,6 +302,19 @@ def _query_token_id(out: dict[str, Any]) -> None:
         if key in out and out[key] is None:
             taken = {v for k, v in {**text, **out}.items() if isinstance(v, int) and (TOKEN_ID.search(k) or k.endswith("token_id"))}
             out[key] = next(i for i in range(text["vocab_size"] - 1, 0, -1) if i not in taken)
+
+
+def _image_context_id(out: dict[str, Any]) -> None:
+    """Nemotron-3-Nano-Omni: the default leaves ``image_token_id`` unset, but every checkpoint states it (as
+    ``img_context_token_id``, the tokenizer's ``<image>``; the forward finds the image features' places by it): the
+    free id at the top of the small text vocabulary, which no other special token uses (the value changes no
+    shape, hence no memory)."""
+    text = out.get("text_config")
+    if out.get("model_type") != "nemotron_h_omni" or out.get("image_token_id") is not None \
+            or not isinstance(text, dict) or not isinstance(text.get("vocab_size"), int):
+        return
+    taken = {v for k, v in {**text, **out}.items() if isinstance(v, int) and (TOKEN_ID.search(k) or k.endswith("_id"))}
+    out["image_token_id"] = next(i for i in range(text["vocab_size"] - 1, 0, -1) if i not in taken)
 
 
 def _checkpoint_fields(out: dict[str, Any]) -> None:
