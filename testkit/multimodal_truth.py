@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -111,6 +112,8 @@ if __name__ == "__main__":
 
 # (kind, case, mode, images, audio seconds or 0): kind is "truth" or "sim"
 Job = tuple[str, str, str, int, float]
+# (case, mode, images, audio seconds) -> the (truth, sim) results of that row: the tests' ``truth_and_sim`` fixture
+TruthAndSim = Callable[[str, str, int, float], tuple[dict[str, Any], dict[str, Any]]]
 
 _PRELOAD = ["torch", "transformers", "estimator.peak", "estimator.peak.media", "estimator.peak.processors",
             "estimator.peak.audio_prompts", "estimator.peak.audio_forward", "testkit.audio_encoder_truth", "testkit.multimodal_cases", "testkit.audio_cases", "testkit.multimodal_truth", "PIL", "torchvision"]

@@ -11,27 +11,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from testkit.multimodal_truth import Job, run_jobs
+from testkit.multimodal_truth import TruthAndSim
 
 TOLERANCE = 0.02
 SAMPLE: list[tuple[str, str, int, float]] = [("parakeet_ctc", "training", 0, 4.0), ("ast", "training", 0, 1.0)]
 
 
-@pytest.fixture(scope="module")
-def measured() -> dict[Job, Any]:
-    return run_jobs([(kind, *case) for case in SAMPLE for kind in ("truth", "sim")])
-
-
 @pytest.mark.parametrize(("case", "mode", "images", "seconds"), SAMPLE)
-def test_simulated_peak_matches_allocator(measured: dict[Job, Any], case: str, mode: str, images: int, seconds: float) -> None:
-    truth, sim = measured[("truth", case, mode, images, seconds)], measured[("sim", case, mode, images, seconds)]
-    assert isinstance(truth, dict), f"ground truth failed: {truth}"
-    assert isinstance(sim, dict), f"simulation failed: {sim}"
-    assert sim["method"] == "simulated", sim["notes"]
+def test_simulated_peak_matches_allocator(truth_and_sim: TruthAndSim, case: str, mode: str, images: int, seconds: float) -> None:
+    truth, sim = truth_and_sim(case, mode, images, seconds)
     assert any(truth["inputs"] in note and "input_" in note for note in sim["notes"]), (truth["inputs"], sim["notes"])
     error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
     assert abs(error) <= TOLERANCE, f"{case} {mode}: simulated {sim['peak_bytes']:,} vs measured {truth['peak_bytes']:,} ({error:+.2%})"

@@ -17,7 +17,7 @@ import pytest
 from estimator.peak.audio import audio_inputs, audio_simulated
 from estimator.peak.processors import Media
 from testkit.audio_cases import AUDIO_CASES
-from testkit.multimodal_truth import Job, run_jobs
+from testkit.multimodal_truth import TruthAndSim
 
 TOLERANCE = 0.02
 SAMPLE: list[tuple[str, str, int, float]] = [("qwen2_audio", "inference", 0, 20.0), ("qwen2_audio", "training", 0, 5.0)]
@@ -41,17 +41,9 @@ def test_unknown_types_are_refused() -> None:
         audio_inputs(AUDIO_CASES["qwen2_audio"].make_config().text_config, Media(audio_seconds=1.0), batch_size=1, text_len=1)
 
 
-@pytest.fixture(scope="module")
-def measured() -> dict[Job, Any]:
-    return run_jobs([(kind, *case) for case in SAMPLE for kind in ("truth", "sim")])
-
-
 @pytest.mark.parametrize(("case", "mode", "images", "seconds"), SAMPLE)
-def test_simulated_peak_matches_allocator(measured: dict[Job, Any], case: str, mode: str, images: int, seconds: float) -> None:
-    truth, sim = measured[("truth", case, mode, images, seconds)], measured[("sim", case, mode, images, seconds)]
-    assert isinstance(truth, dict), f"ground truth failed: {truth}"
-    assert isinstance(sim, dict), f"simulation failed: {sim}"
-    assert sim["method"] == "simulated", sim["notes"]
+def test_simulated_peak_matches_allocator(truth_and_sim: TruthAndSim, case: str, mode: str, images: int, seconds: float) -> None:
+    truth, sim = truth_and_sim(case, mode, images, seconds)
     assert sim["components"].get("encoder_activations", 0) > 0, sim["components"]
     assert any(truth["inputs"] in note for note in sim["notes"]), (truth["inputs"], sim["notes"])
     error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]

@@ -7,27 +7,17 @@ AdamW training steps, simulated and measured each in a fresh process
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from testkit.multimodal_truth import Job, run_jobs
+from testkit.multimodal_truth import TruthAndSim
 
 TOLERANCE = 0.02
 SAMPLE = [("glm4v", "training", 2, 0.0)]
 
 
-@pytest.fixture(scope="module")
-def measured() -> dict[Job, Any]:
-    return run_jobs([(kind, *case) for case in SAMPLE for kind in ("truth", "sim")])
-
-
 @pytest.mark.parametrize(("case", "mode", "images", "seconds"), SAMPLE)
-def test_glm4v_peak_matches_allocator(measured: dict[Job, Any], case: str, mode: str, images: int, seconds: float) -> None:
-    truth, sim = measured[("truth", case, mode, images, seconds)], measured[("sim", case, mode, images, seconds)]
-    assert isinstance(truth, dict), truth
-    assert isinstance(sim, dict), sim
-    assert sim["method"] == "simulated", sim["notes"]
+def test_glm4v_peak_matches_allocator(truth_and_sim: TruthAndSim, case: str, mode: str, images: int, seconds: float) -> None:
+    truth, sim = truth_and_sim(case, mode, images, seconds)
     assert "pixel_values" in sim["notes"][0], sim["notes"][0]  # the step was fed the processor's images
     assert sim["components"].get("encoder_activations", 0) > 0  # the vision tower ran
     error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]

@@ -21,7 +21,7 @@ import pytest
 from estimator.errors import BadOptionError
 from estimator.options import parse_options
 from testkit.hub_process import REPO_ROOT, hub_env
-from testkit.multimodal_truth import Job, run_jobs
+from testkit.multimodal_truth import TruthAndSim
 
 TOLERANCE = 0.02
 # (case, mode, images, audio seconds): every vision-language family at 2 images in generate, one training
@@ -33,17 +33,9 @@ SAMPLE: list[tuple[str, str, int, float]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def measured() -> dict[Job, Any]:
-    return run_jobs([(kind, *case) for case in SAMPLE for kind in ("truth", "sim")])
-
-
 @pytest.mark.parametrize(("case", "mode", "images", "seconds"), SAMPLE)
-def test_simulated_peak_matches_allocator(measured: dict[Job, Any], case: str, mode: str, images: int, seconds: float) -> None:
-    truth, sim = measured[("truth", case, mode, images, seconds)], measured[("sim", case, mode, images, seconds)]
-    assert isinstance(truth, dict), f"ground truth failed: {truth}"
-    assert isinstance(sim, dict), f"simulation failed: {sim}"
-    assert sim["method"] == "simulated", sim["notes"]
+def test_simulated_peak_matches_allocator(truth_and_sim: TruthAndSim, case: str, mode: str, images: int, seconds: float) -> None:
+    truth, sim = truth_and_sim(case, mode, images, seconds)
     assert sum(sim["components"].values()) == sim["peak_bytes"]
     assert sim["components"].get("encoder_activations", 0) > 0 or mode == "training", sim["components"]
     # the simulation was fed the inputs the truth was: the processor's description is in its notes
