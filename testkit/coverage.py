@@ -325,7 +325,16 @@ def _checkpoint_fields(out: dict[str, Any]) -> None:
       1 and 32 as in facebook/esm2_* (vocabulary of 33);
     - HunYuan-VL's text model: ``mrope_section`` (its rotary module splits the half head across them; the
       default has none): tencent/HunyuanOCR's ``xdrope_section`` [16, 16, 16, 16] of a 128-wide head, i.e.
-      four equal parts of the small head's half."""
+      four equal parts of the small head's half;
+    - MiniCPM-V 4.6 / 4.7 and MiniCPM-o OCR: ``image_token_id`` (the forward runs the vision tower only where it
+      is set; MiniCPM-V 4.6's checkpoints state 248056, the Qwen3.5 tokenizer's ``<|image_pad|>``, inside the text
+      vocabulary) and 4.7's markers' ids (``image_start_id``, ``image_end_id``, ``slice_start_id``, ``slice_end_id``,
+      ``newline_id``: its 3-D rotary positions find the crops by them): free ids at the top of the small vocabulary,
+      which no other special token uses (the values change no shape, hence no memory); and ``insert_layer_id`` (the
+      window merger runs after that vision layer, 6 of 27 in the checkpoints; in "16x" mode the processor counts
+      its merge) inside the shrunk tower: after its first layer of two."""
+    if out.get("model_type") in ("minicpmv4_6", "minicpmv4_7", "minicpm_ocr"):
+        _minicpm_fields(out)
     if out.get("model_type") == "esm" and out.get("pad_token_id") is None:
         out["pad_token_id"], out["mask_token_id"] = 1, 32
     if out.get("model_type") == "hunyuan_vl_text":
@@ -334,6 +343,21 @@ def _checkpoint_fields(out: dict[str, Any]) -> None:
             head = out.get("head_dim") or out["hidden_size"] // out["num_attention_heads"]
             rope["mrope_section"] = [head // 8] * 4
             out["rope_parameters"] = rope
+
+
+def _minicpm_fields(out: dict[str, Any]) -> None:
+    """MiniCPM's checkpoint fields (see :func:`_checkpoint_fields`)."""
+    text, vision = out.get("text_config"), out.get("vision_config")
+    if not isinstance(text, dict) or not isinstance(text.get("vocab_size"), int) or not isinstance(vision, dict):
+        return
+    taken = {v for k, v in {**text, **out}.items() if isinstance(v, int) and (TOKEN_ID.search(k) or k.endswith("_id"))}
+    free = (i for i in range(text["vocab_size"] - 1, 0, -1) if i not in taken)
+    for key in ("image_token_id", "image_start_id", "image_end_id", "slice_start_id", "slice_end_id", "newline_id"):
+        if key in out and out[key] is None:
+            out[key] = next(free)
+    layers = vision.get("num_hidden_layers")
+    if isinstance(layers, int) and isinstance(out.get("insert_layer_id"), int) and out["insert_layer_id"] >= layers:
+        out["insert_layer_id"] = max(layers - 2, 0)
 
 
 def _fit_stages(out: dict[str, Any], layers: Any) -> None:

@@ -239,5 +239,6 @@ def _table() -> dict[str, Family]:
 def more_families() -> dict[str, Family]:
     """model_type -> its processor family (the grid models here, the others in :mod:`estimator.peak.captioners`)."""
     from estimator.peak.captioners import captioner_families
+    from estimator.peak.minicpm_family import minicpm_families
 
-    return {**captioner_families(), **_table()}
+    return {**captioner_families(), **_table(), **minicpm_families()}
