@@ -182,6 +182,55 @@ def _lfm2_vl() -> Family:
                   default_size=lambda config: 512)
 
 
+def _nemotron_omni() -> Family:
+    """Nemotron-3-Nano-Omni: ``<image>`` in the prompt, which its processor expands to ``<img>`` + one ``<image>`` per
+    pixel-shuffled group of patches + ``</img>`` (the image resized within ``min_num_patches``..``max_num_patches``
+    patches); the image processor's ``patch_size`` and ``downsample_ratio`` from the model config; its processor also
+    holds the Parakeet feature extractor (its defaults; these image prompts send no audio)."""
+    from estimator.peak.family import Family
+
+    def image(config: Any) -> dict[str, Any]:
+        return {"patch_size": int(_vision(config).patch_size), "downsample_ratio": float(config.downsample_ratio)}
+
+    def parts(config: Any) -> dict[str, Any]:
+        return {"feature_extractor": _extractor("ParakeetFeatureExtractor"),
+                "video_temporal_patch_dim": int(config.video_temporal_patch_size)}
+
+    tokens: dict[str, tuple[str, ...]] = {"<image>": ("image_token_id",), "<img>": (), "</img>": (), "<video>": ("video_token_id",),
+                                          "<so_embedding>": ("audio_token_id",), "<so_start>": (), "<so_end>": ()}
+    return Family(tokens=tokens, placeholder="<image>", image_processor=image, processor=parts,
+                  attributes={"image_token": "<image>", "image_start_token": "<img>", "image_end_token": "</img>",
+                              "video_token": "<video>", "audio_token": "<so_embedding>"})
+
+
+def _unlimited_ocr() -> Family:
+    """Unlimited-OCR: ``<image>`` in the prompt, which its processor expands to the global view's queries (a row of
+    ``size / patch_size / 4`` per row plus a newline, and a view separator); the global view at the SAM tower's
+    ``image_size`` (1024 both in the checkpoints), the processor's ``patch_size`` the SAM's and its
+    ``downsample_ratio`` the SAM's two stride-2 convolutions (4). An image larger than ``tile_size`` is also cut
+    into local tiles, whose counts the forward reads as Python lists: not simulated (the step runs on text)."""
+    from estimator.peak.family import Family
+
+    def image(config: Any) -> dict[str, Any]:
+        side = int(_vision(config).sam_config.image_size)
+        return {"size": {"height": side, "width": side}}
+
+    def processor(config: Any) -> dict[str, Any]:
+        sam = _vision(config).sam_config
+        return {"patch_size": int(sam.patch_size), "downsample_ratio": 2 ** len(sam.downsample_channels)}
+
+    def call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
+        n = len(images[0])
+        out = proc(text=["<image>" * n + " a" * text_len] * len(images), images=images if n else None, return_tensors="pt")
+        if any(out.get("num_local_patches") or ()):
+            raise ValueError(f"Unlimited-OCR's local tiles (images over {proc.image_processor.tile_size} px) are not "
+                             "simulated: the forward reads their counts as Python lists")
+        return out
+
+    return Family(tokens={"<image>": ("image_token_id",)}, placeholder="<image>", attributes={"image_token": "<image>"},
+                  image_processor=image, processor=processor, call=call)
+
+
 def _extractor(name: str) -> Any:
     """A processor's audio feature extractor at its defaults (the image prompts here send no audio)."""
     import transformers
@@ -202,6 +251,8 @@ def _table() -> dict[str, Family]:
         "glm4v": _glm(),
         "lfm2_vl": _lfm2_vl(),
         "lfm3_vl": _qwen(),  # Lfm3VlProcessor: Qwen-VL's <|vision_start|><|image_pad|><|vision_end|> grid, Qwen2VLImageProcessor
+        "nemotron_h_omni": _nemotron_omni(),
+        "unlimited_ocr": _unlimited_ocr(),
         "glm4v_moe": _glm(),  # GLM-4.5V: Glm4vProcessor, GLM-4V's image and video processors
         "glm_image": _glm_image(),
         "glm46v": _glm(),
