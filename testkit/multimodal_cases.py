@@ -174,6 +174,17 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vision_config": {"mm_embed_dim": 64, "output_proj_dims": 64, "patch_size": 16},
         "image_token_id": 501, "boi_token_id": 502, "eoi_token_id": 503, "video_token_id": 504, "audio_token_id": 505,
         "boa_token_id": 506, "eoa_token_index": 507}),
+    # MiniCPM-V 4.6 / 4.7, MiniCPM-o OCR: a gated-DeltaNet + attention text model (Qwen3.5's); every image is resized to
+    # the processor's 448 px crop (16 px patches: 28x28), the window merger after vision layer 0 and the MLP merger
+    # each merge 2x2 ("16x": 49 tokens an image; OCR's "4x" skips the window merger: 196)
+    *(MultimodalCase(t, t, {
+        "text_config": {"model_type": "qwen3_5_text", **_TEXT, "layer_types": ["linear_attention", "full_attention"],
+                        "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 8,
+                        "linear_value_head_dim": 8},
+        "vision_config": {**_VISION, "num_hidden_layers": 2, "image_size": 64, "patch_size": 16},
+        "insert_layer_id": 0, "image_token_id": 501, "video_token_id": 502,
+        **({"image_start_id": 503, "image_end_id": 504, "slice_start_id": 505, "slice_end_id": 506, "newline_id": 507}
+           if t == "minicpmv4_7" else {})}) for t in ("minicpmv4_6", "minicpmv4_7", "minicpm_ocr")),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
