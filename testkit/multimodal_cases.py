@@ -185,6 +185,27 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "insert_layer_id": 0, "image_token_id": 501, "video_token_id": 502,
         **({"image_start_id": 503, "image_end_id": 504, "slice_start_id": 505, "slice_end_id": 506, "newline_id": 507}
            if t == "minicpmv4_7" else {})}) for t in ("minicpmv4_6", "minicpmv4_7", "minicpm_ocr")),
+    # Nemotron-3-Nano-Omni: a RADIO tower on at least 1024 patches of 16 px (the image processor's floor), pixel-shuffled
+    # 2x2 into 256 <image> tokens between <img> and </img>; a hybrid Mamba / attention / MoE language model
+    MultimodalCase("nemotron_h_omni", "nemotron_h_omni", {
+        "text_config": {"vocab_size": 512, "hidden_size": 64, "layers_block_type": ["linear_attention", "full_attention", "moe"],
+                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
+                        "ssm_state_size": 16, "mamba_num_heads": 4, "mamba_head_dim": 16, "n_groups": 1, "chunk_size": 64,
+                        "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                        "moe_shared_expert_intermediate_size": 32, "max_position_embeddings": 2048},
+        "vision_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 16, "image_size": 64,
+                          "video_temporal_patch_size": 2},
+        "vision_hidden_size": 32, "projector_hidden_size": 64, "image_token_id": 500}, seq_len=8, image_size=64),
+    # Unlimited-OCR: a SAM stage (128 px global view, 16 px patches, two stride-2 convolutions: 2x2 queries) feeding a
+    # CLIP as wide as its last map; each query row + a newline, then the view separator: 7 <image> tokens; an MoE text model
+    MultimodalCase("unlimited_ocr", "unlimited_ocr", {
+        "text_config": {**_TEXT, "num_key_value_heads": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                        "moe_intermediate_size": 32, "n_shared_experts": 1, "sliding_window": 64},
+        "vision_config": {"sam_config": {"hidden_size": 32, "output_channels": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                         "image_size": 128, "patch_size": 16, "window_size": 4, "global_attn_indexes": [1],
+                                         "mlp_dim": 64, "downsample_channels": [32, 32]},
+                          "encoder_config": {**_VISION, "image_size": 28, "patch_size": 14}},
+        "image_token_id": 500}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
