@@ -25,6 +25,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from testkit.multimodal_cases import MultimodalCase
+from testkit.peak_truth import train_or_infer
 from testkit.truth import trace_events, window_peak
 
 __all__ = ["ENCODER_CASES", "ENCODER_SECONDS", "measure_forward"]
@@ -74,19 +75,6 @@ def measure_forward(case: MultimodalCase, mode: str, media: Any) -> dict[str, An
         model = case.build_on("cpu")
         inputs = {k: v.clone() for k, v in {**fed.forward, **fed.extra}.items()}
         with record_function(_WORK):
-            if mode == "training":
-                model.train()
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-                for _ in range(2):
-                    loss = training_loss(model, inputs, fed.contrastive)
-                    loss.backward()
-                    del loss
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-            else:
-                model.eval()
-                with torch.no_grad():
-                    out = run_inference(model, inputs)
-                del out
+            train_or_infer(model, inputs, mode, lambda m, i: training_loss(m, i, fed.contrastive), run_inference)
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}

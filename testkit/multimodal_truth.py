@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from testkit.peak_truth import train_or_infer
 from testkit.truth import trace_events, window_peak
 
 _WORK = "multimodal_work"
@@ -65,29 +66,26 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
         model = case.build_on("cpu")
         inputs = {k: v.clone() for k, v in made.tensors.items()}
         with record_function(_WORK):
-            if mode == "training":
-                model.train()
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-                for _ in range(2):
-                    loss = model(**({"labels": inputs["input_ids"]} if "labels" not in inputs else {}), **inputs).loss
-                    loss.backward()
-                    del loss
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-            else:
-                model.eval()
-                with torch.no_grad():
-                    n = case.max_new_tokens
-                    prompt = {k: v for k, v in inputs.items() if k != "labels"}
-                    if "input_ids" in prompt:
-                        prompt["attention_mask"] = torch.ones_like(prompt["input_ids"])
-                    out = model.generate(**prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
-                    # a decoder-only model returns the prompt too; Whisper's (an encoder-decoder's) generate only the new tokens
-                    decoder_only = "input_ids" in prompt and not model.config.is_encoder_decoder
-                    assert out.shape[1] in ((prompt["input_ids"].shape[1] + n,) if decoder_only else (n, n + 1)), out.shape
-                del out
+            train_or_infer(model, inputs, mode, _loss, lambda m, i: _generate(m, i, case.max_new_tokens))
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
+
+
+def _loss(model: Any, inputs: dict[str, Any]) -> Any:
+    """The model's own loss, with the text as labels where the inputs have none."""
+    return model(**({"labels": inputs["input_ids"]} if "labels" not in inputs else {}), **inputs).loss
+
+
+def _generate(model: Any, inputs: dict[str, Any], n: int) -> Any:
+    """``generate`` of exactly ``n`` new tokens on the prompt (the inputs less any labels)."""
+    prompt = {k: v for k, v in inputs.items() if k != "labels"}
+    if "input_ids" in prompt:
+        prompt["attention_mask"] = torch.ones_like(prompt["input_ids"])
+    out = model.generate(**prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+    # a decoder-only model returns the prompt too; Whisper's (an encoder-decoder's) generate only the new tokens
+    decoder_only = "input_ids" in prompt and not model.config.is_encoder_decoder
+    assert out.shape[1] in ((prompt["input_ids"].shape[1] + n,) if decoder_only else (n, n + 1)), out.shape
+    return out
 
 
 def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -52,19 +53,28 @@ def measure(case_name: str, mode: str) -> dict[str, int]:
 
 def run_work(model: Any, wl: Any, inputs: dict[str, Any], mode: str) -> None:
     """The measured work: two AdamW steps (training) or one ``no_grad`` inference of the workload."""
+    train_or_infer(model, inputs, mode, wl.train_loss, wl.infer)
+
+
+def train_or_infer(model: Any, inputs: Any, mode: str, loss: Callable[[Any, Any], Any], infer: Callable[[Any, Any], Any],
+                   *, lr: float = 1e-4) -> None:
+    """The work every truth measures. Training (``mode == "training"``): the model in train mode, two steps of
+    ``loss(model, inputs).backward()``, ``torch.optim.AdamW(lr=lr)``'s step and ``zero_grad(set_to_none=True)``,
+    each loss dropped after its backward; otherwise the model in eval mode and one ``infer(model, inputs)`` under
+    ``no_grad``, its output dropped at once."""
     if mode == "training":
         model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr)
         for _ in range(2):
-            loss = wl.train_loss(model, inputs)
-            loss.backward()
-            del loss
+            step_loss = loss(model, inputs)
+            step_loss.backward()
+            del step_loss
             opt.step()
             opt.zero_grad(set_to_none=True)
     else:
         model.eval()
         with torch.no_grad():
-            out = wl.infer(model, inputs)
+            out = infer(model, inputs)
         del out
 
 

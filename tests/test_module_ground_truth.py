@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from estimator.modules.estimate import estimate_module
+from testkit.peak_truth import train_or_infer
 from testkit.truth import allocated_peak, trace_events
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,19 +86,8 @@ def measure(case: str, mode: str) -> int:
                 out.sum().backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-        elif mode == "training":
-            opt = torch.optim.AdamW(model.parameters())
-            for _ in range(2):
-                loss = model(x).sum()
-                loss.backward()
-                del loss
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-        else:
-            model.eval()
-            with torch.no_grad():
-                out = model(x)
-            del out
+        else:  # training: AdamW at its default lr (1e-3), the loss dropped after each backward; or one no_grad forward
+            train_or_infer(model, x, mode, lambda m, i: m(i).sum(), lambda m, i: m(i), lr=1e-3)
     return allocated_peak(trace_events(prof))
 
 
