@@ -33,6 +33,8 @@ running it by hand; the config's own validator states none of them).
   sub-config states it; the quantizer's output is the decoder's input).
 - **X-Codec 2 / NeuCodec**: ``quantization_dim = hidden_size + semantic_model_config.hidden_size``: the
   quantizer reads the fused acoustic and semantic states (``fc_encoder``'s output).
+- **VQ codes below the special ids** (GLM-Image): a codebook whose codes are written into ``input_ids`` keeps its
+  codes below the special ids that were above them before the vocabulary shrink (:func:`_vq_codes`).
 - **CLVP**: the speech encoder reads the decoder's tokens (its vocabulary is the decoder's); its rotary
   embedding has at least 32 dims, so heads are ``hidden // 32``.
 """
@@ -74,6 +76,7 @@ def fit(old: dict[str, Any], new: dict[str, Any], *, width_keys: set[str], width
     """``new`` (the level-1 shrink of ``old``) with the relations of the module docstring restored, in place."""
     _fit(old, new, _widths(old, width_keys, set()), width_keys, width, ffn)
     _media_widths(old, new)
+    _vq_codes(old, new)
     return new
 
 
@@ -99,6 +102,33 @@ def _media_widths(old: dict[str, Any], new: dict[str, Any]) -> None:
     audio, text = _sub(new, "audio_config"), _sub(new, "text_config")
     if new.get("model_type") == "qwen3_asr" and _is_int(audio.get("output_dim")) and _is_int(text.get("hidden_size")):
         audio["output_dim"] = text["hidden_size"]
+
+
+def _token_ids(d: dict[str, Any], text: bool = True) -> dict[str, int]:
+    """The token ids of a config and of its ``text_config`` (``text_config.pad_token_id``...)."""
+    ids = {k: v for k, v in d.items() if _is_int(v) and (k.endswith(("_token_id", "_token_index")) or k in ("pad_token_id",))}
+    if text:
+        ids.update({f"text_config.{k}": v for k, v in _token_ids(_sub(d, "text_config"), text=False).items()})
+    return ids
+
+
+def _vq_codes(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A VQ codebook whose codes share ``input_ids`` with special ids above them stays below them, in place.
+    GLM-Image writes its VQ codes (``vq_config.num_embeddings``: 0..16383) into ``input_ids`` and then searches
+    them for ``image_start_token_id`` / ``image_end_token_id`` (16384, 16385: its checkpoints put every special id
+    above the codes, so no code is ever found). The vocabulary shrink moves those ids to the top of the new
+    vocabulary (1020..1023) while the codebook keeps its size: ``num_embeddings`` becomes the least new id of the
+    special ids that were at or above it, and the codes fit the text embedding again."""
+    vq, old_vq = _sub(new, "vq_config"), _sub(old, "vq_config")
+    codes: Any = old_vq.get("num_embeddings")
+    if not (_is_int(codes) and _is_int(vq.get("num_embeddings"))):
+        return
+    if not any(_is_int(old.get(k)) and old[k] >= codes for k in ("image_start_token_id", "image_end_token_id")):
+        return
+    old_ids, new_ids = _token_ids(old), _token_ids(new)
+    above = [new_ids[k] for k, v in old_ids.items() if v >= codes and k in new_ids]
+    if above and min(above) < vq["num_embeddings"]:
+        vq["num_embeddings"] = min(above)
 
 
 def _fit(d: dict[str, Any], out: dict[str, Any], old_widths: set[int], width_keys: set[str], width: int, ffn: int) -> None:

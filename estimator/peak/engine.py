@@ -42,6 +42,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from estimator.peak import routing
 from estimator.peak.components import Component
 from estimator.peak.formula import formula_components
 from estimator.peak.inputs import Workload, workload_for
@@ -309,7 +310,9 @@ def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: i
         made = audio_inputs if speech else media_inputs
         run = audio_workload if speech else media_workload  # speech encoders: one forward
         try:
-            return run(model, made(model.config, media, batch_size=batch_size, text_len=seq_len)), ()
+            # the known constants (and routing assumption) the text workload gets (estimator.peak.routing): GLM-5-Next's
+            # indexer splits the attention mask back out of its packed keys to build its pools
+            return routing.assumed(model, run(model, made(model.config, media, batch_size=batch_size, text_len=seq_len))), ()
         except Exception as exc:  # the processor could not be built or run from this config
             logger.warning("processor inputs failed for %s: %s", type(model).__name__, exc, exc_info=True)
             why = (f"images or audio not simulated: the model's processor could not make its inputs from this config "

@@ -116,6 +116,10 @@ def _cat_parts(out: Any, inputs: list[torch.Tensor], dim: int) -> None:
     if len(inputs) == 1 and inputs[0] in _PARTS:  # a cache appended to an empty one: the same parts
         _PARTS[out] = _PARTS[inputs[0]]
         return
+    across = _across(inputs, dim)
+    if across is not None:  # a cache appended to along another dimension than its parts': the parts, each grown
+        _PARTS[out] = across
+        return
     parts: list[tuple[int, int, torch.Tensor | None]] = []
     start = 0
     for t in inputs:
@@ -124,6 +128,30 @@ def _cat_parts(out: Any, inputs: list[torch.Tensor], dim: int) -> None:
         start = stop
     if any(real is not None for _s, _e, real in parts):
         _PARTS[out] = (dim, parts)
+
+
+def _across(inputs: list[torch.Tensor], dim: int) -> tuple[int, list[tuple[int, int, torch.Tensor | None]]] | None:
+    """The parts of a concatenation along ``dim`` of tensors that all have the same parts along another dimension
+    (GLM-5-Next's indexer cache grows along the sequence, its mask part is its last channel): each part is the
+    concatenation of theirs, known where all of theirs are."""
+    if len(inputs) < 2 or not all(t.dim() == inputs[0].dim() for t in inputs):
+        return None
+    if not all(t in _PARTS for t in inputs):
+        return None
+    found = [_PARTS[t] for t in inputs]
+    axis = found[0][0] % inputs[0].dim()
+    bounds = [(a, b) for a, b, _r in found[0][1]]
+    if axis == dim or any(f[0] % t.dim() != axis or [(a, b) for a, b, _r in f[1]] != bounds for f, t in zip(found, inputs, strict=True)):
+        return None
+    parts: list[tuple[int, int, torch.Tensor | None]] = []
+    for i, (start, stop) in enumerate(bounds):
+        reals = [f[1][i][2] for f in found]
+        if any(r is None for r in reals):
+            parts.append((start, stop, None))
+            continue
+        with _disable_current_modes():
+            parts.append((start, stop, torch.cat(reals, dim)))
+    return (axis, parts) if any(r is not None for _s, _e, r in parts) else None
 
 
 def _part_out(func: Any, args: tuple[Any, ...], out: Any) -> None:

@@ -151,10 +151,12 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
 
 @contextlib.contextmanager
 def _known() -> Iterator[None]:
-    """The inputs' known values, and indexes by sequences of 0-d tensors stacked (:mod:`estimator.peak.index_lists`)."""
+    """The inputs' known values, indexes by sequences of 0-d tensors stacked (:mod:`estimator.peak.index_lists`), and
+    equalities of bounded codes known (:mod:`estimator.peak.known_bounds`: GLM-Image's VQ codes in its ``input_ids``)."""
     from estimator.peak.index_lists import IndexLists
+    from estimator.peak.known_bounds import KnownBounds
 
-    with KnownValues(), IndexLists():
+    with KnownValues(), IndexLists(), KnownBounds():
         yield
 
 

@@ -254,6 +254,7 @@ def _table() -> dict[str, Family]:
         "nemotron_h_omni": _nemotron_omni(),
         "unlimited_ocr": _unlimited_ocr(),
         "glm4v_moe": _glm(),  # GLM-4.5V: Glm4vProcessor, GLM-4V's image and video processors
+        "glm5_next": _glm(),  # GLM-5-Next: Glm5NextProcessor, GLM-4V's tokens (<|begin_of_image|><|image|><|end_of_image|>)
         "glm_image": _glm_image(),
         "glm46v": _glm(),
         "minimax_m3_vl": _grid("]<]image[>[", "]<]start of image[>[", "]<]end of image[>[", video="]<]video[>["),
