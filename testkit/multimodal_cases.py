@@ -206,6 +206,30 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
                                          "mlp_dim": 64, "downsample_channels": [32, 32]},
                           "encoder_config": {**_VISION, "image_size": 28, "patch_size": 14}},
         "image_token_id": 500}),
+    # GLM-5-Next: GLM-4V's grid prompt; an MoE text model with MLA and a k-pool sparse-attention indexer (NoPE)
+    MultimodalCase("glm5_next", "glm5_next", {
+        "text_config": {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+                        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "n_routed_experts": 4,
+                        "num_experts_per_tok": 2, "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 0,
+                        "qk_nope_head_dim": 16, "v_head_dim": 16, "index_topk": 16, "index_head_dim": 16, "index_n_heads": 2,
+                        "index_kpool": 16, "linear_head_dim": 16, "linear_num_heads": 4, "mlp_layer_types": ["dense", "sparse"],
+                        "layer_types": ["linear_attention", "indexed_attention"], "indexer_types": ["full", "full"],
+                        "pad_token_id": 0},
+        "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 14,
+                          "image_size": 56, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64},
+        "image_token_id": 500, "video_token_id": 501, "image_start_token_id": 502, "image_end_token_id": 503,
+        "video_start_token_id": 504, "video_end_token_id": 505}, image_size=56),
+    # GLM-Image: the source image's VQ codes (0..255) written into input_ids, the special ids above them as its
+    # checkpoints have them (start 256, end 257 = eos); its generate makes target-grid tokens
+    MultimodalCase("glm_image", "glm_image", {
+        "text_config": {**_TEXT, "vision_vocab_size": 512, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3],
+                                                                               "rope_theta": 10000.0},
+                        "pad_token_id": 0, "eos_token_id": 257},
+        "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 16,
+                          "image_size": 64, "spatial_merge_size": 1},
+        "vq_config": {"embed_dim": 32, "num_embeddings": 256, "latent_channels": 32},
+        "image_token_id": 500, "image_start_token_id": 256, "image_end_token_id": 257},
+        cls="GlmImageForConditionalGeneration", image_size=64),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,
