@@ -121,12 +121,12 @@ def _moved(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, *
                 return
             values[i] = masks[i] = tree_unflatten(reals, spec)
             continue
-        found = bounds(item)
+        real = _value(item)  # a known value first (routing's tied argmax is known whole)
+        found = bounds(item) if real is None else None
         if found is not None:
             values[i], masks[i] = found.values, found.known
             ranges.append((found.low, found.high))
             continue
-        real = _value(item)
         if real is None:
             return  # an unknown argument: the output is not bounded
         values[i] = real
@@ -153,8 +153,8 @@ def _equality(func: Any, args: tuple[Any, ...], out: Any) -> None:
     from estimator.peak.known_values import _value, know
 
     x, other = args[0], args[1]
-    found = bounds(x)
-    if found is None or not _is_fake(out):
+    found = bounds(x) if _value(x) is None else None
+    if found is None or not _is_fake(out) or _value(out) is not None:
         return
     if isinstance(other, torch.Tensor):
         real = _value(other)
