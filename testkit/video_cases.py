@@ -28,6 +28,7 @@ VIDEO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
     _from("internvl"),  # every frame one tile of pixel_values
     _from("llava_onevision"),  # pixel_values_videos, each frame's patches pooled 2x2
     _from("smolvlm"),  # SmolVLM2: each frame an image (pixel_values) with its timestamp, after the video's intro
+    *(_from(t) for t in ("minicpmv4_6", "minicpmv4_7", "minicpm_ocr")),  # each frame one 448 px crop, <image>..</image>
     MultimodalCase("llava_next_video_video", "llava_next_video", {
         "text_config": {"model_type": "llama", **_TEXT}, "vision_config": _CLIP,
         "image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]], "image_token_index": 500, "video_token_index": 501,

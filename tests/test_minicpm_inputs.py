@@ -28,7 +28,7 @@ def _config(model_type: str) -> object:
     names = TYPES[model_type]
     extra = MARKERS if model_type == "minicpmv4_7" else {}
     return getattr(transformers, names[0])(text_config={"model_type": "qwen3_5_text", "vocab_size": 512},
-                                           vision_config={"patch_size": 14}, image_token_id=500, **extra)
+                                           vision_config={"patch_size": 14}, image_token_id=500, video_token_id=506, **extra)
 
 
 def _real(model_type: str, config: object, images: int, size: int, text_len: int) -> dict[str, torch.Tensor]:
@@ -73,3 +73,32 @@ def test_minicpmv4_7_markers_take_the_configs_ids() -> None:
     assert [ids.count(MARKERS[k]) for k in ("image_start_id", "image_end_id", "slice_start_id", "slice_end_id", "newline_id")] \
         == [1, 1, 4, 4, 1]
     assert torch.equal(made.tensors["mm_token_type_ids"][0] == 1, made.tensors["input_ids"][0] == 500)
+
+
+@pytest.mark.parametrize("model_type", sorted(TYPES))
+def test_video_equals_the_processors_call(model_type: str) -> None:
+    """``--video-frames``: one video of 4 frames (448 px, taken as already sampled), each frame ``<image>`` + its
+    tokens + ``</image>``; 4.6 and OCR also number the video (``<image_id>0</image_id>``), 4.7 does not."""
+    from transformers.video_utils import VideoMetadata
+
+    config = _config(model_type)
+    made = media_inputs(config, Media(video_frames=4), batch_size=1, text_len=4)
+    processor, image_processor, video_processor = (getattr(transformers, name) for name in TYPES[model_type][1:])
+    settings = {"patch_size": 14, "downsample_mode": config.downsample_mode}  # type: ignore[attr-defined]
+    family = lookup(model_type)
+    assert family is not None
+    video = video_processor(**settings)
+    proc = processor(image_processor=image_processor(**settings), video_processor=video, tokenizer=_tokenizer(config, family))
+    fps = float(getattr(video, "fps", None) or 1.0)
+    frames = np.random.default_rng(1).integers(0, 256, (4, 448, 448, 3), dtype=np.uint8)  # media_inputs' seed + 1
+    metadata = VideoMetadata(total_num_frames=4, fps=fps, width=448, height=448, duration=4 / fps, frames_indices=[0, 1, 2, 3])
+    real = proc(text=["<|video_pad|>" + " a" * 4], videos=[frames], video_metadata=[metadata], do_sample_frames=False,
+                return_tensors="pt")
+    real = {k: v for k, v in real.items() if isinstance(v, torch.Tensor) and k != "attention_mask"}
+    assert set(made.tensors) == set(real)
+    for name, tensor in real.items():
+        assert torch.equal(made.tensors[name], tensor), name
+    per_frame = 64 if config.downsample_mode == "16x" else 256  # type: ignore[attr-defined]
+    numbered = 0 if model_type == "minicpmv4_7" else 3
+    assert made.tensors["input_ids"].shape[1] == numbered + 4 * (per_frame + 2) + 4
+    assert int((made.tensors["input_ids"][0] == config.video_token_id).sum()) == 4 * per_frame  # type: ignore[attr-defined]

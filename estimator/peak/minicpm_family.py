@@ -5,7 +5,9 @@ token of the prompt by ``<image_id>N</image_id>`` (the image's number in its pro
 ``<image>`` + image tokens + ``</image>`` and, for an image larger than ``scale_resolution`` squared, its slices:
 rows of ``<slice>`` + image tokens + ``</slice>`` joined by ``"\\n"``; each crop's tokens are its patches divided
 by 16 (``downsample_mode`` "16x") or 4 ("4x"). The image processor cuts and resizes (``scale_resolution`` 448,
-``max_slice_nums`` 9: its defaults) on the vision tower's ``patch_size``.
+``max_slice_nums`` 9: its defaults) on the vision tower's ``patch_size``. A video (``--video-frames``,
+:mod:`estimator.peak.video_inputs`) is written ``<|video_pad|>``; each frame becomes ``<image>`` + its tokens +
+``</image>`` (4.6 and OCR number the video as they number images, 4.7 does not).
 
 The token strings are the MiniCPM-V 4.6 tokenizer's (``<|image_pad|>``, ``<|video_pad|>``, ``<image>``,
 ``</image>``, ``<slice>``, ``</slice>``, ``<image_id>``, ``</image_id>``, as its users pass them to the

@@ -49,6 +49,8 @@ VIDEO_PLACEHOLDERS: dict[str, str] = {
     "cosmos3_omni": _QWEN, "qwen4_exp": _QWEN,  # Qwen3VLProcessor
     "exaone4_5": "<|video_pad|>",
     "smolvlm": "<video>",  # SmolVLM2: the frames become images, each with its timestamp, after a spoken intro
+    # MiniCPM-V 4.6 / 4.7, MiniCPM-o OCR: each frame <image> + its tokens + </image> (estimator.peak.minicpm_family)
+    "minicpmv4_6": "<|video_pad|>", "minicpmv4_7": "<|video_pad|>", "minicpm_ocr": "<|video_pad|>",
 }
 # Not here yet: Kimi-K2.5 (its video chunks' patches do not match its tower's split on these inputs), Muse-Glimmer
 # (its processor wants the video processor's returned metadata), HyperCLOVA X (its template's video duration).
