@@ -29,7 +29,6 @@ from torch import nn
 
 __all__ = ["CASES", "PairCase", "measure", "simulate"]
 
-_WORK = "pair_work"
 _SMALL: dict[str, Any] = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
 
 
@@ -68,22 +67,11 @@ CASES: dict[str, PairCase] = {"clip": PairCase(_clip), "layoutlmv3": PairCase(_l
 
 def measure(case_name: str, mode: str) -> dict[str, Any]:
     """The allocator's peak of the case's work, and the workload's description."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    from estimator.peak.inputs import workload_for
-    from testkit.peak_truth import run_work
-    from testkit.truth import trace_events, window_peak
+    from testkit.peak_truth import measure_workload
 
     case = CASES[case_name]
-    torch.manual_seed(0)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model = case.build()
-        wl = workload_for(model, batch_size=case.batch_size, seq_len=case.seq_len)
-        inputs = wl.make_inputs()
-        with record_function(_WORK):
-            run_work(model, wl, inputs, mode)
-        del model, inputs
-    return {"peak_bytes": window_peak(trace_events(prof), _WORK), "description": wl.description}
+    measured = measure_workload(case.build, mode, batch_size=case.batch_size, seq_len=case.seq_len)
+    return {"peak_bytes": measured.peak_bytes, "description": measured.workload.description}
 
 
 def simulate(case_name: str, mode: str) -> dict[str, Any]:

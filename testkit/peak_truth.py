@@ -17,6 +17,7 @@ generative models, one ``no_grad`` forward for the others.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -31,24 +32,42 @@ _WORK = "peak_work"
 
 
 def measure(case_name: str, mode: str) -> dict[str, int]:
-    from estimator.peak.inputs import workload_for
     from testkit.peak_cases import CASES
 
     case = CASES[case_name]
+    measured = measure_workload(lambda: case.build_on("cpu"), mode, batch_size=case.batch_size, seq_len=case.seq_len,
+                                image_size=case.image_size)
+    return {
+        "peak_bytes": measured.peak_bytes,
+        "peak_bytes_with_build": measured.peak_bytes_with_build,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredWork:
+    """What :func:`measure_workload` measured."""
+
+    peak_bytes: int  # the allocator's peak inside the work's window
+    peak_bytes_with_build: int  # and over the whole profile, the model's build and inputs included
+    workload: Any  # the estimator.peak.inputs.Workload that made the inputs (its description)
+
+
+def measure_workload(build: Callable[[], Any], mode: str, **shape: Any) -> MeasuredWork:
+    """The allocator's peak of ``mode`` (:func:`run_work`) on the real model: ``torch.manual_seed(0)``, then, inside
+    one CPU memory profile, the model built by ``build()``, the inputs of ``workload_for(model, **shape)`` and the
+    work in its own window. Call in a fresh process (see the module docstring)."""
+    from estimator.peak.inputs import workload_for
+
     torch.manual_seed(0)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model = case.build_on("cpu")
-        wl = workload_for(model, batch_size=case.batch_size, seq_len=case.seq_len,
-                          image_size=case.image_size)
+        model = build()
+        wl = workload_for(model, **shape)
         inputs = wl.make_inputs()
         with record_function(_WORK):
             run_work(model, wl, inputs, mode)
         del model, inputs
     events = trace_events(prof)
-    return {
-        "peak_bytes": window_peak(events, _WORK),
-        "peak_bytes_with_build": allocated_peak(events),
-    }
+    return MeasuredWork(window_peak(events, _WORK), allocated_peak(events), wl)
 
 
 def run_work(model: Any, wl: Any, inputs: dict[str, Any], mode: str) -> None:

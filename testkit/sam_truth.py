@@ -15,17 +15,14 @@ and writes them to ``bench/results/sam_truth.jsonl``.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 
-from testkit.truth import trace_events, window_peak
-
-_WORK = "sam_work"
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results" / "sam_truth.jsonl"
 
 
@@ -73,20 +70,12 @@ def _config_only(model_type: str) -> Any:
 
 def measure(case_name: str, mode: str) -> int:
     """The allocator's peak of ``mode`` on the real model (see the module docstring)."""
-    from estimator.peak.inputs import workload_for
-    from testkit.peak_truth import run_work
+    from testkit.peak_truth import measure_workload
 
     case = CASES[case_name]
     cls, config = _config_only(case.model_type)
-    torch.manual_seed(0)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model = cls._from_config(config, dtype=torch.float32)
-        wl = workload_for(model, batch_size=case.batch_size, image_size=case.image_size)
-        inputs = wl.make_inputs()
-        with record_function(_WORK):
-            run_work(model, wl, inputs, mode)
-        del model, inputs
-    return window_peak(trace_events(prof), _WORK)
+    build = functools.partial(cls._from_config, config, dtype=torch.float32)
+    return measure_workload(build, mode, batch_size=case.batch_size, image_size=case.image_size).peak_bytes
 
 
 def simulate(case_name: str, mode: str) -> dict[str, Any]:

@@ -19,11 +19,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function
-
-from testkit.truth import trace_events, window_peak
-
-_WORK = "vision_work"
 
 
 @dataclass(frozen=True)
@@ -116,19 +111,10 @@ CASES: dict[str, VisionCase] = {
 
 def measure(case_name: str, mode: str) -> int:
     """The allocator's peak of ``mode`` on the real model (see the module docstring)."""
-    from estimator.peak.inputs import workload_for
-    from testkit.peak_truth import run_work
+    from testkit.peak_truth import measure_workload
 
     case = CASES[case_name]
-    torch.manual_seed(0)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model = case.make()
-        wl = workload_for(model, batch_size=case.batch_size, image_size=case.image_size)
-        inputs = wl.make_inputs()
-        with record_function(_WORK):
-            run_work(model, wl, inputs, mode)
-        del model, inputs
-    return window_peak(trace_events(prof), _WORK)
+    return measure_workload(case.make, mode, batch_size=case.batch_size, image_size=case.image_size).peak_bytes
 
 
 def simulate(case_name: str, mode: str) -> dict[str, Any]:
