@@ -18,7 +18,7 @@ each padded to the channel block:
   elements of the input's dtype, 256x the weight, independent of batch, spatial size and threads
   (e.g. 16,056,320 B for ConvNeXt-atto's 320-channel 7x7 layer in float32, 8,028,160 B in
   bfloat16). float32: its scratchpad holds the bias gradient padded per group (``groups*16*4 + 128``);
-  bfloat16: the scratchpad of ``jit_bf16`` (what ``workspace._bf16_weight_grad_scratchpad`` computes
+  bfloat16: the scratchpad of ``jit_bf16`` (what ``onednn_bf16.bf16_weight_grad_scratchpad`` computes
   for ungrouped convolutions, here per group: transposed input rows ``tr_iw * 16 * ih`` and
   grad_output rows ``round2(ow) * 16 * oh`` per group, float32 weight+bias accumulators
   ``groups * (16*16*kh*kw + 16)``, a barrier, 128 B slack per piece); oneDNN's ``balance`` gives
