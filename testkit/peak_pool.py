@@ -7,6 +7,8 @@ with no tensor left alive by earlier profiled code, without paying the imports e
 
 from __future__ import annotations
 
+import functools
+import importlib
 import multiprocessing as mp
 from typing import Any
 
@@ -86,3 +88,23 @@ def run_jobs(jobs: list[tuple[str, str, str]], processes: int = 2) -> dict[tuple
     ctx.set_forkserver_preload(PRELOAD)
     with ctx.Pool(processes, maxtasksperchild=1) as pool:
         return dict(pool.imap_unordered(_run, jobs))
+
+
+def run_truth_jobs(module: str, jobs: list[tuple[str, str, str]], processes: int) -> dict[tuple[str, str, str], Any]:
+    """``(truth | sim, case, mode)`` jobs of a truth module (``testkit.sam_truth``, ``testkit.vision_truth``) that has
+    ``measure(case, mode)`` and ``simulate(case, mode)``: each in its own fresh process forked from a server that has
+    imported torch, transformers, ``estimator.peak`` and the module; ``{job: result | error string}``."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "transformers", "estimator.peak", module])
+    with ctx.Pool(processes, maxtasksperchild=1) as pool:
+        return dict(pool.imap_unordered(functools.partial(_truth_job, module), jobs))
+
+
+def _truth_job(module: str, job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
+    kind, case, mode = job
+    truth = importlib.import_module(module)
+    try:
+        value: Any = truth.measure(case, mode) if kind == "truth" else truth.simulate(case, mode)
+    except Exception as exc:  # noqa: BLE001 - reported by the test or bench that needs it
+        value = f"{type(exc).__name__}: {exc}"
+    return job, value

@@ -131,23 +131,12 @@ def simulate(case_name: str, mode: str) -> dict[str, Any]:
 Job = tuple[str, str, str]  # (truth | sim, case, mode)
 
 
-def _job(job: Job) -> tuple[Job, Any]:
-    kind, case, mode = job
-    try:
-        value: Any = measure(case, mode) if kind == "truth" else simulate(case, mode)
-    except Exception as exc:  # noqa: BLE001 - reported by the test that needs it
-        value = f"{type(exc).__name__}: {exc}"
-    return job, value
-
-
 def run_jobs(jobs: list[Job], processes: int = 2) -> dict[Job, Any]:
-    """Each job in its own fresh process forked from a server that has imported torch and transformers."""
-    import multiprocessing as mp
+    """Each job in its own fresh process forked from a server that has imported torch and transformers
+    (:func:`testkit.peak_pool.run_truth_jobs`)."""
+    from testkit.peak_pool import run_truth_jobs
 
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "transformers", "estimator.peak", "testkit.vision_truth"])
-    with ctx.Pool(processes, maxtasksperchild=1) as pool:
-        return dict(pool.imap_unordered(_job, jobs))
+    return run_truth_jobs("testkit.vision_truth", jobs, processes)
 
 
 if __name__ == "__main__":
