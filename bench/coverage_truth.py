@@ -40,6 +40,7 @@ def run(model_type: str, mode: str, kind: str, seconds: float | None) -> dict[st
     from estimator.peak.audio import audio_inputs, audio_simulated
     from estimator.peak.processors import media_inputs
     from testkit.coverage import small_config
+    from testkit.peak_truth import train_or_infer
     from testkit.truth import trace_events, window_peak
 
     warnings.filterwarnings("ignore")
@@ -71,29 +72,28 @@ def run(model_type: str, mode: str, kind: str, seconds: float | None) -> dict[st
         m = cls._from_config(config, dtype=torch.float32)
         inputs = {k: v.clone() for k, v in made.tensors.items()}
         with record_function("work"):
-            if mode == "training":
-                m.train()
-                opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-                for _ in range(2):
-                    loss = m(**({"labels": inputs["input_ids"]} if "labels" not in inputs else {}), **inputs).loss
-                    loss.backward()
-                    del loss
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-            else:
-                m.eval()
-                with torch.no_grad():
-                    prompt = {k: v for k, v in inputs.items() if "labels" not in k}
-                    if "input_ids" in prompt and "attention_mask" not in prompt and not m.config.is_encoder_decoder:
-                        prompt["attention_mask"] = torch.ones_like(prompt["input_ids"])
-                    if hasattr(m, "sample_actions"):  # PI0: its actions, by its own denoising loop
-                        out = m.sample_actions(**{k: v for k, v in prompt.items() if k != "actions"})
-                    else:  # Higgs Audio V2's generate takes no text logits processors (min_new_tokens)
-                        fixed = {} if "audio_input_ids" in prompt else {"min_new_tokens": _NEW, "pad_token_id": 0}
-                        out = m.generate(**prompt, max_new_tokens=_NEW, do_sample=False, **fixed)
-                    del out
+            train_or_infer(m, inputs, mode, _loss, _generate)
         del m, inputs
     return {"peak_bytes": window_peak(trace_events(prof), "work")}
+
+
+def _loss(m: Any, inputs: dict[str, Any]) -> Any:
+    """The model's own loss, with the text as labels where the inputs have none."""
+    return m(**({"labels": inputs["input_ids"]} if "labels" not in inputs else {}), **inputs).loss
+
+
+def _generate(m: Any, inputs: dict[str, Any]) -> Any:
+    """``generate`` of ``_NEW`` tokens on the prompt (the inputs less any labels); PI0's ``sample_actions``."""
+    import torch
+
+    prompt = {k: v for k, v in inputs.items() if "labels" not in k}
+    if "input_ids" in prompt and "attention_mask" not in prompt and not m.config.is_encoder_decoder:
+        prompt["attention_mask"] = torch.ones_like(prompt["input_ids"])
+    if hasattr(m, "sample_actions"):  # PI0: its actions, by its own denoising loop
+        return m.sample_actions(**{k: v for k, v in prompt.items() if k != "actions"})
+    # Higgs Audio V2's generate takes no text logits processors (min_new_tokens)
+    fixed = {} if "audio_input_ids" in prompt else {"min_new_tokens": _NEW, "pad_token_id": 0}
+    return m.generate(**prompt, max_new_tokens=_NEW, do_sample=False, **fixed)
 
 
 def main(argv: list[str]) -> int:
