@@ -22,6 +22,12 @@ allocates after its gradients (zeros) one buffer per thread for the block's atte
 
 (a tiny AST's 302 positions, 2 threads: 309,248 bytes, measured as one allocation inside
 ``_scaled_dot_product_flash_attention_for_cpu_backward``).
+
+Where the flash kernel cannot run (an attention mask that needs a gradient: SAM's relative-position bias in
+training), ``_scaled_dot_product_attention_math`` runs, whose ``_safe_softmax`` (one op to the fakes) holds
+beside its output a bool ``isneginf`` of its input and that mask's ``all`` over the softmax dim (one bool per row):
+measured on torch 2.14's CPU allocator, Unlimited-OCR's global SAM layer on 4 tiles of 40x40 patches, 2 heads
+(a 4x2x1600x1600 softmax): 20,492,800 bytes above the fakes' peak, 20,480,000 + 12,800.
 """
 
 from __future__ import annotations
@@ -32,10 +38,12 @@ import torch
 
 from estimator.peak.tracker import KernelScratch
 
-__all__ = ["FLASH_CPU", "FLASH_CPU_BACKWARD", "flash_attention_backward_scratch", "flash_attention_scratch"]
+__all__ = ["FLASH_CPU", "FLASH_CPU_BACKWARD", "SAFE_SOFTMAX", "flash_attention_backward_scratch", "flash_attention_scratch",
+           "safe_softmax_scratch"]
 
 FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 FLASH_CPU_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+SAFE_SOFTMAX = torch.ops.aten._safe_softmax.default
 _KV_SPLIT = 512
 
 
@@ -69,3 +77,9 @@ def flash_attention_backward_scratch(args: tuple[Any, ...]) -> KernelScratch:
     buf = threads * 2 * q_split * kv_split * accumulate
     buf_reduced = threads * q_split * kv_split * query.element_size() if reduced else 0
     return KernelScratch(with_outputs=buf + buf_reduced)
+
+
+def safe_softmax_scratch(args: tuple[Any, ...]) -> KernelScratch:
+    """``_safe_softmax(self, dim)``'s masks beside its output: a bool per element and a bool per row along ``dim``."""
+    x, dim = args[0], args[1]
+    return KernelScratch(with_outputs=x.numel() + x.numel() // max(x.shape[dim], 1))

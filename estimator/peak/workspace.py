@@ -75,7 +75,14 @@ import torch
 from estimator.peak.conv_gemm import wide_patch_weight_grad_scratch
 from estimator.peak.cpu_isa import block_size
 from estimator.peak.depthwise import depthwise_backward_scratch
-from estimator.peak.flash_cpu import FLASH_CPU, FLASH_CPU_BACKWARD, flash_attention_backward_scratch, flash_attention_scratch
+from estimator.peak.flash_cpu import (
+    FLASH_CPU,
+    FLASH_CPU_BACKWARD,
+    SAFE_SOFTMAX,
+    flash_attention_backward_scratch,
+    flash_attention_scratch,
+    safe_softmax_scratch,
+)
 from estimator.peak.onednn_bf16 import bf16_matmul_accumulator as _bf16_matmul_accumulator
 from estimator.peak.onednn_bf16 import bf16_weight_grad_scratchpad as _bf16_weight_grad_scratchpad
 from estimator.peak.onednn_bf16 import onednn_bf16_gemm as _onednn_bf16_gemm  # noqa: F401  # read here by tests/test_workspace_bf16.py
@@ -116,6 +123,8 @@ def cpu_workspace(func: Any, args: tuple[Any, ...], out: Any) -> KernelScratch |
         return flash_attention_scratch(args)
     if func is FLASH_CPU_BACKWARD:  # and of its backward
         return flash_attention_backward_scratch(args)
+    if func is SAFE_SOFTMAX:  # the math attention's softmax: its -inf masks (flash_cpu.py)
+        return safe_softmax_scratch(args)
     return None
 
 
