@@ -7,7 +7,7 @@ with ``AutoModelForImageTextToText`` / the speech class, as the estimator builds
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -241,3 +241,6 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "max_source_positions": 2048, "max_target_positions": 64, "decoder_start_token_id": 1, "pad_token_id": 0,
         "bos_token_id": 1, "eos_token_id": 2}, cls="Speech2TextForConditionalGeneration", seq_len=16),
 ]}
+# Unlimited-OCR at its processor's default 1024 px, over its 640 px tile: each image also cut into 2x2 local tiles of
+# 640 px (10x10 queries each: 20 rows of 20 + a newline, 420 <image> tokens) before its 128 px global view's 7
+MM_CASES["unlimited_ocr_tiles"] = replace(MM_CASES["unlimited_ocr"], name="unlimited_ocr_tiles", image_size=1024)

@@ -64,11 +64,19 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
         made.tensors.update({} if shifted is None else {"decoder_input_ids": shifted})
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         model = case.build_on("cpu")
-        inputs = {k: v.clone() for k, v in made.tensors.items()}
+        inputs = {**{k: v.clone() for k, v in made.tensors.items()}, **_plain(model, made)}
         with record_function(_WORK):
             train_or_infer(model, inputs, mode, _loss, lambda m, i: _generate(m, i, case.max_new_tokens))
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
+
+
+def _plain(model: Any, made: Any) -> dict[str, Any]:
+    """The processor's Python values (Unlimited-OCR's tile counts and grids) the model's forward names as parameters."""
+    import inspect
+
+    named = inspect.signature(model.forward).parameters
+    return {k: v for k, v in getattr(made, "plain", {}).items() if k in named}
 
 
 def _loss(model: Any, inputs: dict[str, Any]) -> Any:

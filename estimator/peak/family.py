@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Family", "Media", "MediaInputs"]
+__all__ = ["Family", "Media", "MediaInputs", "plain_inputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,20 @@ class MediaInputs:
     image_tokens: int = 0  # per sample, in input_ids
     image_size: int | None = None
     known_pixels: bool = False  # pixel_values are asked about (Family.known_pixels)
+    # the processor's values it leaves as Python lists or numbers (its skip_tensor_conversion: Unlimited-OCR's
+    # num_local_patches and patches_grid), passed as they are to a forward that names them (plain_inputs)
+    plain: dict[str, Any] = field(default_factory=dict)
+
+
+def plain_inputs(model: Any, plain: dict[str, Any]) -> dict[str, Any]:
+    """Those of ``plain`` (:attr:`MediaInputs.plain`) that ``model``'s forward names as parameters: what it reads
+    from them (Unlimited-OCR: how many local tiles each image has, their grid) reaches it, and the rest (MiniCPM-V's
+    ``grids``, read by its processor only) stays out of a forward that would pass them on through its ``**kwargs``."""
+    import inspect
+
+    named = inspect.signature(model.forward).parameters
+    return {k: v for k, v in plain.items()
+            if k in named and named[k].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
 
 
 def _vision(config: Any) -> Any:

@@ -23,6 +23,7 @@ from torch import nn
 
 from estimator.peak import generation
 from estimator.peak.basic_inputs import ModelKind, Workload, prefill_kwargs
+from estimator.peak.family import plain_inputs
 from estimator.peak.known_values import KnownValues, know
 from estimator.peak.processors import MediaInputs
 
@@ -96,8 +97,10 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
     # inputs itself: the training loop passes them, the labels after the decoder's start token
     shifted, description = _shifted_labels(config, media) if seq2seq else (None, media.description)
 
+    plain = plain_inputs(model, media.plain)  # Python values, as they are (Unlimited-OCR's tile counts)
+
     def make_inputs() -> dict[str, torch.Tensor]:
-        made: dict[str, torch.Tensor] = {}
+        made: dict[str, Any] = {}
         for name, real in media.tensors.items():
             if real.dtype.is_floating_point:
                 made[name] = torch.empty(real.shape, dtype=dtype if real.dtype == torch.float32 else real.dtype)
@@ -110,7 +113,7 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
             made["labels"] = know(torch.empty(media.tensors["input_ids"].shape, dtype=torch.long), media.tensors["input_ids"])
         if shifted is not None:
             made["decoder_input_ids"] = know(torch.empty(shifted.shape, dtype=torch.long), shifted)
-        return made
+        return {**made, **plain}
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         with encoder_labelled(m):

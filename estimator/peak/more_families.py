@@ -207,8 +207,10 @@ def _unlimited_ocr() -> Family:
     """Unlimited-OCR: ``<image>`` in the prompt, which its processor expands to the global view's queries (a row of
     ``size / patch_size / 4`` per row plus a newline, and a view separator); the global view at the SAM tower's
     ``image_size`` (1024 both in the checkpoints), the processor's ``patch_size`` the SAM's and its
-    ``downsample_ratio`` the SAM's two stride-2 convolutions (4). An image larger than ``tile_size`` is also cut
-    into local tiles, whose counts the forward reads as Python lists: not simulated (the step runs on text)."""
+    ``downsample_ratio`` the SAM's two stride-2 convolutions (4). An image larger than ``tile_size`` (640) is also cut
+    into local tiles (``pixel_values_local``), their queries before the global view's; the forward reads their counts
+    and grids as the Python lists the processor returns (``num_local_patches``, ``patches_grid``: passed as they are,
+    :attr:`~estimator.peak.family.MediaInputs.plain`)."""
     from estimator.peak.family import Family
 
     def image(config: Any) -> dict[str, Any]:
@@ -219,16 +221,8 @@ def _unlimited_ocr() -> Family:
         sam = _vision(config).sam_config
         return {"patch_size": int(sam.patch_size), "downsample_ratio": 2 ** len(sam.downsample_channels)}
 
-    def call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
-        n = len(images[0])
-        out = proc(text=["<image>" * n + " a" * text_len] * len(images), images=images if n else None, return_tensors="pt")
-        if any(out.get("num_local_patches") or ()):
-            raise ValueError(f"Unlimited-OCR's local tiles (images over {proc.image_processor.tile_size} px) are not "
-                             "simulated: the forward reads their counts as Python lists")
-        return out
-
     return Family(tokens={"<image>": ("image_token_id",)}, placeholder="<image>", attributes={"image_token": "<image>"},
-                  image_processor=image, processor=processor, call=call)
+                  image_processor=image, processor=processor)
 
 
 def _extractor(name: str) -> Any:

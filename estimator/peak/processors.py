@@ -244,6 +244,7 @@ def media_inputs(
         out = proc(text=[prompt] * batch_size, images=images if media.images else None, return_tensors="pt",
                    **family.call_kwargs(config, media.images), **video)
     tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+    plain = {k: v for k, v in out.items() if not isinstance(v, torch.Tensor) and v is not None}
     if not family.decoder_text:
         tensors.pop("labels", None)  # PaliGemma's processor makes them for a suffix; training passes its own
     tensors.pop("attention_mask", None)  # no padding: generate's own all-ones mask (inputs.generate_kwargs)
@@ -267,7 +268,7 @@ def media_inputs(
                                             f"{'' if shared else f', {per_sample} image tokens'}, ")
         words = f"{head}{what} + {text_len} text tokens ({type(proc).__name__}; {shapes})"
         per_sample += 0 if shared else video_tokens
-    return MediaInputs(tensors, words, per_sample, size, family.known_pixels)
+    return MediaInputs(tensors, words, per_sample, size, family.known_pixels, plain)
 
 
 def _image(rng: np.random.Generator, size: int, pil: bool) -> Any:
