@@ -94,6 +94,7 @@ def unpadded_masks() -> Iterator[None]:
     packed = getattr(masking, "find_packed_sequence_indices", None)
     masking._ignore_causal_mask_sdpa = asked(causal)
     masking._ignore_bidirectional_mask_sdpa = asked(bidirectional)
+    recurrent = _recurrent_masks(masking)
     if packed is not None:
         # Without a cache (training with checkpointing) transformers looks for packed sequences in the
         # position ids, a data question too: the simulated position ids are one unpacked sequence.
@@ -106,6 +107,42 @@ def unpadded_masks() -> Iterator[None]:
         masking._ignore_bidirectional_mask_sdpa = bidirectional
         if packed is not None:
             masking.find_packed_sequence_indices = packed
+        recurrent()
+
+
+def _recurrent_masks(masking: Any) -> Callable[[], None]:
+    """The same question in ``create_recurrent_attention_mask`` (the padding mask that linear-attention and SSM
+    layers multiply their input by: Qwen3.5, Qwen3-Next, Mamba2, Jamba, Bamba...): transformers skips the mask when
+    ``torch.all(attention_mask == 1)``, but only where ``is_tracing(attention_mask)`` is false, and a fake tensor
+    counts as tracing, so the simulation would always multiply (a (B, S, hidden) copy the real run does not make:
+    measured on MiniCPM-o OCR, 111,104 bytes too many at its prefill peak). A fake 2-D mask is answered as in
+    :func:`unpadded_masks`: with its known values, else as all ones. Returns the undo. The modeling modules
+    imported it by name: each one holding the function gets the answering one."""
+    original = getattr(masking, "create_recurrent_attention_mask", None)
+    if original is None:
+        return lambda: None
+
+    def answer(config: Any, inputs_embeds: Any, attention_mask: Any, *a: Any, **k: Any) -> Any:
+        if isinstance(attention_mask, torch._subclasses.fake_tensor.FakeTensor) and attention_mask.ndim == 2:
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            from estimator.peak.known_values import _KNOWN
+
+            real = _KNOWN.get(attention_mask)
+            with _disable_current_modes():
+                ones = real is None or bool(torch.all(real == 1))
+            if ones:
+                return None
+        return original(config, inputs_embeds, attention_mask, *a, **k)
+
+    holders = [m for m in list(sys.modules.values()) if getattr(m, "create_recurrent_attention_mask", None) is original]
+    for module in holders:
+        setattr(module, "create_recurrent_attention_mask", answer)  # noqa: B010 - the name is the point
+
+    def undo() -> None:
+        for module in holders:
+            setattr(module, "create_recurrent_attention_mask", original)  # noqa: B010
+    return undo
 
 
 @contextlib.contextmanager
