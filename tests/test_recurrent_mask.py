@@ -36,3 +36,4 @@ def test_fake_mask_answered_as_the_real_one(padded: bool) -> None:
         assert answered is not None and truth is not None and tuple(answered.shape) == tuple(truth.shape)
     assert unknown is None  # a mask of unknown values: all ones, as unpadded_masks answers SDPA's question
     assert masking_utils.create_recurrent_attention_mask.__name__ == "create_recurrent_attention_mask"  # undone
+    assert masking_utils.LAYER_PATTERN_TO_MASK_FUNCTION_MAPPING["linear_attention"] is masking_utils.create_recurrent_attention_mask

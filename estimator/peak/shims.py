@@ -138,10 +138,18 @@ def _recurrent_masks(masking: Any) -> Callable[[], None]:
     holders = [m for m in list(sys.modules.values()) if getattr(m, "create_recurrent_attention_mask", None) is original]
     for module in holders:
         setattr(module, "create_recurrent_attention_mask", answer)  # noqa: B010 - the name is the point
+    # the layer-type table (create_masks_for_generate, MTP layers): its entries, and those of its "hybrid" entries
+    mapping = getattr(masking, "LAYER_PATTERN_TO_MASK_FUNCTION_MAPPING", {})
+    tables = [mapping, *(v for v in mapping.values() if isinstance(v, dict))]
+    entries = [(table, key) for table in tables for key, value in table.items() if value is original]
+    for table, key in entries:
+        table[key] = answer
 
     def undo() -> None:
         for module in holders:
             setattr(module, "create_recurrent_attention_mask", original)  # noqa: B010
+        for table, key in entries:
+            table[key] = original
     return undo
 
 
