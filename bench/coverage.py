@@ -177,9 +177,10 @@ def category_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any
 
 
 def media_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    """VLM and speech types: of the simulated rows, how many were fed images or audio (rows written
+    """VLM and speech types: of the simulated rows, how many were fed images, audio or a protein (rows written
     before the bench recorded inputs count as "not recorded")."""
-    head = ["category", "mode", "simulated", "with images", "with audio", "text only", "text only (fallback)", "not recorded"]
+    head = ["category", "mode", "simulated", "with images", "with audio", "with a protein", "text only", "text only (fallback)",
+            "not recorded"]
     body = []
     groups = {"VLM": lambda r: r.get("category") == "VLM", "speech": lambda r: r.get("category") == "speech",
               # image-text-to-text types whose language model puts them in the MoE or hybrid/SSM category count too
@@ -188,7 +189,7 @@ def media_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]
         for mode in ("inference", "training"):
             ok = [r[mode] for r in built(rows) if member(r) and r[mode]["status"] == "ok"]
             kinds = Counter(e.get("inputs", "not recorded") for e in ok)
-            body.append([cat, mode, len(ok), kinds["images"], kinds["audio"], kinds["text"], kinds["text only (fallback)"],
+            body.append([cat, mode, len(ok), kinds["images"], kinds["audio"], kinds["protein + text"], kinds["text"], kinds["text only (fallback)"],
                          kinds["not recorded"]])
     return head, body
 
@@ -277,7 +278,7 @@ def report(tag: str) -> str:
             "## Inputs of the simulated VLM and speech rows", "", markdown(*media_table(rows)), "",
             "Simulated with text only although their task takes images (image-text-to-text): "
             + (", ".join(sorted(r["model_type"] for r in built(rows) if r.get("task") == "image-text-to-text"
-                                and r["inference"]["status"] == "ok" and not str(r["inference"].get("inputs")).startswith(("images", "audio"))))
+                                and r["inference"]["status"] == "ok" and not str(r["inference"].get("inputs")).startswith(("images", "audio", "protein"))))
                or "none") + ".", "",
             "## By cause family", "", markdown(*family_table(rows)), "",
             "## By failure cause (rows that are not exact / not simulated)", "", markdown(*cause_table(rows)), "",

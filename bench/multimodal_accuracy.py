@@ -2,7 +2,7 @@
 
 Every case of ``testkit.multimodal_cases`` (tiny configs of each family), inference (``generate``
 with 4 new tokens) and training (two AdamW steps, labels over text and image tokens), at 1 and 2
-images (vision-language) or two audio lengths (speech); each measurement and each simulation in a
+images (vision-language), two audio lengths (speech) or two protein lengths (protein-text); each measurement and each simulation in a
 fresh process (``testkit.multimodal_truth``). Writes ``bench/results/multimodal_accuracy.md``.
 
     .venv/bin/python -m bench.multimodal_accuracy            # the full grid (about 10 minutes on 2 cores)
@@ -22,6 +22,7 @@ from testkit.multimodal_truth import Job, run_jobs
 from testkit.video_cases import VIDEO_FRAMES
 
 SPEECH_SECONDS = {"whisper": (5.0, 30.0), "speech_to_text": (5.0, 12.0), **AUDIO_SECONDS, **ENCODER_SECONDS}
+PROTEIN_RESIDUES = {"evolla": (32, 256)}  # protein-text cases: the protein's residues (= seq_len: the text's words too)
 ONE_IMAGE = {"florence2", "fuyu", "blip-2", "instructblip"}  # captioners, Fuyu, BLIP-2 take one image per prompt (two are refused)
 OUT = Path(__file__).parent / "results" / "multimodal_accuracy.md"
 
@@ -32,6 +33,8 @@ def grid(cases: list[str]) -> list[tuple[str, str, int, float]]:
         for mode in ("inference", "training"):
             if case in SPEECH_SECONDS:
                 rows += [(case, mode, 0, s) for s in SPEECH_SECONDS[case]]
+            elif case in PROTEIN_RESIDUES:  # the "images" slot carries the protein's residues
+                rows += [(case, mode, n, 0.0) for n in PROTEIN_RESIDUES[case]]
             elif case in VIDEO_FRAMES:  # one video per prompt: the "images" slot carries its frames
                 rows += [(case, mode, n, 0.0) for n in VIDEO_FRAMES[case]]
             else:
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     for case, mode, images, seconds in rows:
         truth, sim = results[("truth", case, mode, images, seconds)], results[("sim", case, mode, images, seconds)]
         what = (f"{seconds:g} s" if seconds else f"{images} video frames" if case in VIDEO_FRAMES
+                else f"protein of {images} residues + {images} words" if case in PROTEIN_RESIDUES
                 else f"{images} image{'s' if images > 1 else ''}")
         if isinstance(truth, dict) and isinstance(sim, dict) and sim["method"] == "simulated":
             error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]

@@ -803,11 +803,14 @@ def _where(tb: str) -> str:
 
 def simulated_inputs(notes: tuple[str, ...] | list[str]) -> str:
     """What a simulated step was fed, from its notes (estimator.peak.media and the workloads word them:
-    image tokens or ``pixel_values``; seconds of audio, ``input_values`` or ``input_features``): "images",
-    "audio", "text only (fallback)" where the model refused its media inputs, else "text"."""
+    image tokens or ``pixel_values``; seconds of audio, ``input_values`` or ``input_features``; a protein's
+    ``protein_input_ids``, estimator.peak.protein_inputs): "images", "audio", "protein + text", "text only (fallback)"
+    where the model refused its media inputs, else "text"."""
     text = " ".join(notes)
     if "images or audio not simulated" in text:
         return "text only (fallback)"
+    if "protein_input_ids" in text:
+        return "protein + text"
     if " image tokens + " in text or "pixel_values" in text:
         return "images"
     if " s of audio at " in text or "input_values" in text or "input_features" in text:

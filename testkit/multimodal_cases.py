@@ -230,6 +230,16 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vq_config": {"embed_dim": 32, "num_embeddings": 256, "latent_channels": 32},
         "image_token_id": 500, "image_start_token_id": 256, "image_end_token_id": 257},
         cls="GlmImageForConditionalGeneration", image_size=64),
+    # Evolla: a SaProt protein encoder (ESM, rotary), a perceiver resampler to 8 latents, cross-attention adapters after
+    # each text layer; fed a protein and text by EvollaProcessor (estimator/peak/protein_inputs.py). The "images" slot
+    # of the bench carries the protein's residues, which is also the seq_len (the text's words), as the estimator feeds it
+    MultimodalCase("evolla", "evolla", {
+        **{k: v for k, v in _TEXT.items() if k != "head_dim"}, "aligner_num_add_layers": 2, "resampler_depth": 2,
+        "resampler_dim_head": 16, "resampler_heads": 2, "resampler_num_latents": 8, "resampler_ff_mult": 2,
+        "bos_token_id": 1, "eos_token_id": 2, "use_cache": True,  # generate with the KV cache, as the estimator simulates it
+        "protein_encoder_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                   "num_attention_heads": 4}},
+        cls="EvollaForProteinText2Text", extra={"protein": True}),
     MultimodalCase("whisper", "whisper", {
         "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_mel_bins": 16, "vocab_size": 512, "max_target_positions": 64,

@@ -1,11 +1,11 @@
 """The real peak of a tiny vision-language or speech model on CPU, fed its real processor's inputs.
 
-``python -m testkit.multimodal_truth CASE MODE IMAGES`` prints one JSON line: ``peak_bytes``, the
+``python -m testkit.multimodal_truth CASE MODE IMAGES`` (a protein case's IMAGES: the protein's residues) prints one JSON line: ``peak_bytes``, the
 maximum "Total Allocated" of torch.profiler's memory events inside the window of the work, the model
 built inside the profiled region in float32 (its weights are in the total). The inputs are what the
 model's transformers processor returns for random images (or audio) run through it
 (:func:`estimator.peak.processors.media_inputs`: the real image processor and processor classes, a
-word-level stand-in tokenizer). The work:
+word-level stand-in tokenizer; a protein-text case: :func:`estimator.peak.protein_inputs.protein_inputs`). The work:
 
 - inference: ``model.generate(**inputs, max_new_tokens=N, min_new_tokens=N, do_sample=False)``;
 - training: two steps of forward with ``labels`` = the prompt's ids, backward,
@@ -55,8 +55,13 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
     case = _cases()[case_name]
     torch.manual_seed(0)
     config = case.make_config()
-    make = audio_inputs if audio_seconds is not None else media_inputs
-    made = make(config, _media(case, images, audio_seconds), batch_size=case.batch_size, text_len=case.seq_len)
+    if case.extra.get("protein"):  # a protein of ``images`` residues and as many words of text (estimator.peak.protein_inputs)
+        from estimator.peak.protein_inputs import protein_inputs
+
+        made = protein_inputs(config, batch_size=case.batch_size, residues=images, text_len=images)
+    else:
+        make = audio_inputs if audio_seconds is not None else media_inputs
+        made = make(config, _media(case, images, audio_seconds), batch_size=case.batch_size, text_len=case.seq_len)
     if mode == "training" and config.is_encoder_decoder:  # a loop passes the decoder inputs where the model cannot shift (Moonshine)
         from estimator.peak.media import _shifted_labels
 
@@ -101,9 +106,10 @@ def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None
     from testkit.audio_encoder_truth import ENCODER_CASES
 
     case = {**_cases(), **ENCODER_CASES}[case_name]
+    protein = bool(getattr(case, "extra", {}).get("protein"))  # the estimator's seq_len is the protein's residues and the text's words
     r = simulate_peak(case.build_on("meta"), mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
-                      seq_len=case.seq_len, max_new_tokens=case.max_new_tokens if mode == "inference" else 0,
-                      media=_media(case, images, audio_seconds))
+                      seq_len=images if protein else case.seq_len, max_new_tokens=case.max_new_tokens if mode == "inference" else 0,
+                      media=None if protein else _media(case, images, audio_seconds))
     return {"peak_bytes": r.peak_bytes, "components": r.components, "method": r.method, "notes": list(r.notes)}
 
 

@@ -35,14 +35,17 @@ HANDOVER = {"blip-2": "language_model", "instructblip": "language_model", "instr
 BeforeLast = Callable[[Any], None]  # called with the cache just before the last decode step (the measured window)
 
 
-def prefill(m: nn.Module, x: dict[str, torch.Tensor]) -> Any:
-    """``generate``'s first forward on the processor's inputs ``x`` (see the module docstring)."""
-    return _run(m, x, lambda lm, ids, kwargs: _first(lm, ids, kwargs)[0])
+def prefill(m: nn.Module, x: dict[str, torch.Tensor], *, ones_mask: bool = True) -> Any:
+    """``generate``'s first forward on the processor's inputs ``x`` (see the module docstring). ``ones_mask=False``:
+    no ``attention_mask``, as transformers 5's ``generate`` drops an all-ones one of a decoder-only model (Evolla's
+    adapters read the mask as the query's: its length must be the step's)."""
+    return _run(m, x, lambda lm, ids, kwargs: _first(lm, ids, kwargs)[0], ones_mask)
 
 
-def decode(m: nn.Module, x: dict[str, torch.Tensor], max_new_tokens: int, before_last: BeforeLast) -> Any:
+def decode(m: nn.Module, x: dict[str, torch.Tensor], max_new_tokens: int, before_last: BeforeLast, *, ones_mask: bool = True) -> Any:
     """``generate``'s last decode step after ``max_new_tokens - 1`` generated tokens; returns its output.
-    ``before_last(cache)`` is called when only the last step is left (the caller starts its window there)."""
+    ``before_last(cache)`` is called when only the last step is left (the caller starts its window there);
+    ``ones_mask`` as in :func:`prefill`."""
 
     def steps(lm: nn.Module, ids: torch.Tensor, kwargs: dict[str, Any]) -> Any:
         out, kwargs = _first(lm, ids, kwargs)
@@ -62,7 +65,7 @@ def decode(m: nn.Module, x: dict[str, torch.Tensor], max_new_tokens: int, before
         prepared = lm.prepare_inputs_for_generation(ids, next_sequence_length=1, **kwargs)  # type: ignore[operator]
         return lm(**prepared)
 
-    return _run(m, x, steps)
+    return _run(m, x, steps, ones_mask)
 
 
 def _first(m: nn.Module, ids: torch.Tensor, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -75,7 +78,8 @@ def _first(m: nn.Module, ids: torch.Tensor, kwargs: dict[str, Any]) -> tuple[Any
     return m(**prepared), kwargs
 
 
-def _run(m: nn.Module, x: dict[str, torch.Tensor], steps: Callable[[nn.Module, torch.Tensor, dict[str, Any]], Any]) -> Any:
+def _run(m: nn.Module, x: dict[str, torch.Tensor], steps: Callable[[nn.Module, torch.Tensor, dict[str, Any]], Any],
+         ones_mask: bool = True) -> Any:
     """``steps(language model, prompt ids, generate's kwargs)``: on ``m`` itself, or where ``m`` hands over
     (:data:`HANDOVER`), inside ``m``'s own ``generate`` on the submodule it hands the prompt to."""
     name = HANDOVER.get(str(getattr(m.config, "model_type", "")))
@@ -83,7 +87,8 @@ def _run(m: nn.Module, x: dict[str, torch.Tensor], steps: Callable[[nn.Module, t
     if inner is None:
         x = dict(x)
         ids = x.pop("input_ids")
-        return steps(m, ids, {**prefill_kwargs(m), **x, "attention_mask": torch.ones_like(ids)})
+        x.pop("attention_mask", None)
+        return steps(m, ids, {**prefill_kwargs(m), **x, **({"attention_mask": torch.ones_like(ids)} if ones_mask else {})})
     found: list[Any] = []
 
     def handed(*args: Any, **kwargs: Any) -> Any:

@@ -4,7 +4,8 @@ The input providers are asked first (:mod:`estimator.peak.pair_more` and :mod:`e
 :mod:`estimator.peak.sam_inputs`: the SAM family; :mod:`estimator.peak.vision_more`: DepthPro, Mask2Former, OneFormer,
 Grounding DINO, EfficientLoFTR; :mod:`estimator.peak.vision_inputs`: detectors, towers asked alone; :mod:`estimator.peak.other_inputs`:
 codecs, text-to-speech, time series; :mod:`estimator.peak.series_inputs`: the time-series transformers;
-:mod:`estimator.peak.encoder_inputs`: Longformer, GLM-Image's VQ-VAE), then the generic paths of :mod:`estimator.peak.basic_inputs` (token ids,
+:mod:`estimator.peak.encoder_inputs`: Longformer, GLM-Image's VQ-VAE; :mod:`estimator.peak.protein_inputs`: Evolla's protein and
+text), then the generic paths of :mod:`estimator.peak.basic_inputs` (token ids,
 images, video, patch towers, time series), whose names this module re-exports. The providers import from
 :mod:`~estimator.peak.basic_inputs`, never from here, so the import graph keeps one direction.
 """
@@ -19,6 +20,7 @@ from estimator.peak import (
     other_inputs,
     pair_inputs,
     pair_more,
+    protein_inputs,
     routing,
     sam_inputs,
     series_inputs,
@@ -59,7 +61,7 @@ def workload_for(
     """The workload a real run of ``model`` would do: the first input provider that knows the model, else the
     generic paths; with the routing assumption of :mod:`estimator.peak.routing` where the model's router asks its values."""
     for provider in (pair_more.workload, pair_inputs.workload, sam_inputs.workload, vision_more.workload, vision_inputs.workload, other_inputs.workload,
-                     series_inputs.workload, encoder_inputs.workload):
+                     series_inputs.workload, encoder_inputs.workload, protein_inputs.workload):
         found = provider(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
         if found is not None:
             return routing.assumed(model, found)

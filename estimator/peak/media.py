@@ -32,7 +32,7 @@ __all__ = ["ENCODERS", "MediaWorkload", "encoder_labelled", "media_workload"]
 # The submodules of a vision-language or speech model that turn images or audio into features the
 # language model reads: transformers' attribute names for the encoders and their projectors.
 ENCODERS = frozenset({"vision_tower", "visual", "vision_model", "audio_tower", "multi_modal_projector", "connector",
-                      "vision_embed_tokens", "audio_encoder", "encoder"})
+                      "vision_embed_tokens", "audio_encoder", "encoder", "protein_encoder"})
 
 
 def _encoders(model: nn.Module) -> list[nn.Module]:
