@@ -7,6 +7,8 @@ below the tracker, so whatever it allocates to find them is not counted.
 - ``aten._grouped_mm``: the meta kernel accepts only bf16/fp16 (the CUDA kernels' limits) while
   the CPU kernel also runs fp32 (transformers' MoE ``grouped_mm`` experts use it on CPU). The
   stand-in runs the meta kernel on bf16 copies and returns an empty tensor of the real dtype.
+- batch norm (forward and backward): the normalised output in the input's suggested memory format,
+  as the kernels allocate it, where the meta kernels keep a non-contiguous input's strides.
 """
 
 from __future__ import annotations
@@ -37,8 +39,30 @@ def _grouped_mm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     return torch.empty_strided(ref.size(), ref.stride(), dtype=out_dtype, device=ref.device)
 
 
+def _batch_norm(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Batch norm's normalised output (and its backward's ``grad_input``) in the layout the kernels give it: ATen's
+    ``batch_norm_cpu`` / ``batch_norm_backward_cpu`` allocate it ``empty_like(input, input.suggest_memory_format())``,
+    contiguous unless the input is channels-last, while the meta kernels keep a non-contiguous input's strides (a
+    transposed (B, T, C) -> (B, C, T) input, PatchTST's ``BatchNorm1d``: the real output transposed back is
+    not contiguous, so the next ``Linear`` copies it, a copy the fake run did not make)."""
+    out = func(*args, **kwargs)
+    x = args[1] if func is torch.ops.aten.native_batch_norm_backward.default else args[0]
+    first = out[0]
+    if not isinstance(first, torch.Tensor) or not isinstance(x, torch.Tensor) or first.shape != x.shape:
+        return out
+    layout = torch._prims_common.suggest_memory_format(x)
+    if first.is_contiguous(memory_format=layout):
+        return out
+    real = torch.empty(first.shape, dtype=first.dtype, device=first.device).contiguous(memory_format=layout)
+    return (real, *out[1:])
+
+
 OVERRIDES: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     torch.ops.aten._grouped_mm.default: _grouped_mm,
+    **{op: _batch_norm for op in (torch.ops.aten.native_batch_norm.default, torch.ops.aten.native_batch_norm_backward.default,
+                                  torch.ops.aten._native_batch_norm_legit.default,
+                                  torch.ops.aten._native_batch_norm_legit.no_stats,
+                                  torch.ops.aten._native_batch_norm_legit_no_training.default)},
 }
 
 

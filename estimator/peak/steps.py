@@ -21,7 +21,12 @@ modelled as CUDA's fused kernels (:mod:`estimator.peak.cuda_sdpa`).
   over step 2, when the optimizer states exist, in two phases (forward + backward, optimizer
   step). Step 1 only leaves the optimizer states behind, so by default it is run as zero
   gradients + ``optimizer.step()``; ``full_first_step=True`` runs it in full, for modules that
-  create state in their first forward (lazy modules, caches).
+  create state in their first forward (lazy modules, caches). The optimizer keeps state only for
+  the parameters the backward reached (``AdamW`` and the others skip a ``grad`` of None): where
+  step 2's backward leaves some trainable parameters without a gradient (a head the loss does not
+  use: the Qwen2.5-VL vision tower's merger under a loss on ``last_hidden_state``), step 1 did the
+  same work and reached the same ones, so the step is simulated again with zero gradients for
+  those it reached only.
 """
 
 from __future__ import annotations
@@ -116,15 +121,24 @@ def simulate_step(
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     kernels = cpu_kernels(optimizer) if device == "cpu" and mode == "training" else {}
-    tracker = StorageTracker(cpu_workspace if device == "cpu" else None, kernels)
     autocast = functools.partial(_autocast, autocast_dtype, device)
-    rng = cpu_rng_states() if device == "cpu" else contextlib.nullcontext()  # on CUDA they are host memory
-    hooks = on_tracker(tracker) if on_tracker is not None else contextlib.nullcontext()  # e.g. FSDP2's collectives (estimator.parallel.fsdp)
-    with _target_device(device), unpadded_masks(), fresh_lru_caches(), rng, hooks:
-        if mode == "training":
-            step = _training(model, workload, fake_mode, tracker, device, optimizer, autocast, full_first_step)
-        else:
-            step = _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast)
+
+    def attempt(reached: frozenset[int] | None) -> tuple[StepPeak, StorageTracker, frozenset[int] | None]:
+        tracker = StorageTracker(cpu_workspace if device == "cpu" else None, kernels)
+        rng = cpu_rng_states() if device == "cpu" else contextlib.nullcontext()  # on CUDA they are host memory
+        hooks = on_tracker(tracker) if on_tracker is not None else contextlib.nullcontext()  # e.g. FSDP2's collectives (estimator.parallel.fsdp)
+        with _target_device(device), unpadded_masks(), fresh_lru_caches(), rng, hooks:
+            if mode == "training":
+                step, got = _training(model, workload, fake_mode, tracker, device, optimizer, autocast, full_first_step,
+                                      reached)
+                return step, tracker, got
+            return _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast), tracker, None
+
+    step, tracker, got = attempt(None)
+    if got is not None and not full_first_step and len(got) < len(_trainable(model)):
+        # Step 2's backward left trainable parameters without gradients: so did step 1's, and the optimizer made no
+        # state for them (see the module docstring). Again, with zero gradients for the reached ones only.
+        step, tracker, _ = attempt(got)
     if device == "cuda":  # what PyTorch's caching allocator would reserve for this trace
         step = replace(step, allocator=replay(tracker.events()))
     return step
@@ -177,12 +191,18 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
                 yield v
 
 
+def _trainable(model: nn.Module) -> list[torch.Tensor]:
+    return [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
+
+
 def _training(
     model: nn.Module, workload: Workload, fake_mode: FakeTensorMode, tracker: StorageTracker, device: Device,
-    optimizer_name: str, autocast: Any, full_first_step: bool,
-) -> StepPeak:
+    optimizer_name: str, autocast: Any, full_first_step: bool, reached: frozenset[int] | None = None,
+) -> tuple[StepPeak, frozenset[int]]:
+    """The training step (see the module docstring) and the ids of the parameters step 2's backward gave a
+    gradient. ``reached``: the ids of those step 1's zero gradients go to (every trainable parameter when None)."""
     model.train()
-    params = [p for p in _unique_tensors(model.parameters()) if p.requires_grad]
+    params = _trainable(model)
     optimizer = make_optimizer(params, optimizer_name, device)
     if hasattr(optimizer, "fill_qmap"):  # bitsandbytes: its quantization maps (2 x 1 KiB) as fakes, as the kernels need
         optimizer.fill_qmap()
@@ -197,7 +217,8 @@ def _training(
         else:  # the states by the optimizer's own lazy initialisation, without forward and backward
             tracker.new_component = Component.GRADIENTS
             for p in params:
-                p.grad = torch.zeros_like(p)
+                if reached is None or id(p) in reached:
+                    p.grad = torch.zeros_like(p)
         tracker.new_component = Component.TEMPORARIES
         optimizer.step()
         tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
@@ -206,6 +227,7 @@ def _training(
         tracker.reset_peak()
         since = tracker.clock
         outputs = _forward_backward(model, workload, inputs, tracker, params, autocast)
+        got = frozenset(id(p) for p in params if p.grad is not None)
         phases = {"forward_backward": tracker.snapshot()}
         tracker.reset_peak()
         between = tracker.clock
@@ -219,7 +241,7 @@ def _training(
         phases[OUTPUTS_KEPT + "optimizer_step"] = tracker.snapshot_if_kept(outputs, between, end, end)
         optimizer.zero_grad(set_to_none=True)
         del inputs
-    return StepPeak(phases, notes)
+    return StepPeak(phases, notes), got
 
 
 def _forward_backward(
