@@ -54,3 +54,21 @@ def test_no_optimizer_state_for_parameters_the_loss_leaves_without_gradient() ->
     states = Component.OPTIMIZER_STATES.value
     assert step.phases["optimizer_step"].components[states] == _real_state_bytes()
     assert {k: v.peak_bytes for k, v in step.phases.items()} == {k: v.peak_bytes for k, v in full.phases.items()}
+
+
+def test_experts_no_token_reaches_under_the_routing_assumption_keep_their_states() -> None:
+    """Under the routing assumption (``Workload.states_for_all``) the experts no token reaches when the router's
+    scores tie still get optimizer states, as every expert of a real run does once it has had a token: the states
+    are AdamW's two moments of every trainable parameter (``testkit.router_truth`` measures the run so; the
+    Switch Transformers rows of bench/results/router_accuracy.md)."""
+    from dataclasses import replace
+
+    fake_mode = FakeTensorMode(static_shapes=True)
+    with torch.device("meta"):
+        model = UnusedHead()
+    materialize(model, fake_mode)
+    workload = replace(module_workload(((4, 32),), torch.float32), states_for_all=True)
+    step = simulate_step(model, workload, fake_mode, mode="training", device="cpu")
+    every = sum(2 * p.numel() * p.element_size() for p in model.parameters())
+    states = step.phases["optimizer_step"].components[Component.OPTIMIZER_STATES.value]
+    assert every <= states < every + 4 * 64  # plus AdamW's step counters, one per parameter

@@ -72,6 +72,10 @@ class Workload:
     # training: run the first step in full (not as zero gradients + optimizer step), because the loss leaves some
     # parameters without a gradient and AdamW keeps no state for them (SAM's unused FPN level and mask-prompt encoder)
     full_first_step: bool = False
+    # training: the optimizer holds state for every trainable parameter even where this step's backward leaves some
+    # without a gradient (the experts no token reaches under the routing assumption of estimator.peak.routing: in a
+    # real run every expert gets tokens in time), so the first step is not cut to the parameters the backward reached
+    states_for_all: bool = False
 
 
 def _is_timm(model: nn.Module) -> bool:

@@ -103,7 +103,7 @@ def assumed(model: nn.Module, workload: Workload) -> Workload:
         return workload
 
     return replace(workload, context=with_ties(workload.context or KnownValues),
-                   description=f"{workload.description}; {ROUTING_NOTE}")
+                   description=f"{workload.description}; {ROUTING_NOTE}", states_for_all=True)
 
 
 _ROUTING_CLASS = re.compile(r"Expert|MoE|Moe|Router|Gating|SparseMLP|SparseMoe")

@@ -26,7 +26,8 @@ modelled as CUDA's fused kernels (:mod:`estimator.peak.cuda_sdpa`).
   step 2's backward leaves some trainable parameters without a gradient (a head the loss does not
   use: the Qwen2.5-VL vision tower's merger under a loss on ``last_hidden_state``), step 1 did the
   same work and reached the same ones, so the step is simulated again with zero gradients for
-  those it reached only.
+  those it reached only. Not under the routing assumption (``Workload.states_for_all``): experts
+  that no token reaches when the router's scores tie get tokens in a real run, and their states.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def simulate_step(
             return _inference(model, workload, fake_mode, tracker, max_new_tokens, autocast), tracker, None
 
     step, tracker, got = attempt(None)
-    if got is not None and not full_first_step and len(got) < len(_trainable(model)):
+    if got is not None and not full_first_step and not workload.states_for_all and len(got) < len(_trainable(model)):
         # Step 2's backward left trainable parameters without gradients: so did step 1's, and the optimizer made no
         # state for them (see the module docstring). Again, with zero gradients for the reached ones only.
         step, tracker, _ = attempt(got)
