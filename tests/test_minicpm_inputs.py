@@ -102,3 +102,16 @@ def test_video_equals_the_processors_call(model_type: str) -> None:
     numbered = 0 if model_type == "minicpmv4_7" else 3
     assert made.tensors["input_ids"].shape[1] == numbered + 4 * (per_frame + 2) + 4
     assert int((made.tensors["input_ids"][0] == config.video_token_id).sum()) == 4 * per_frame  # type: ignore[attr-defined]
+
+
+def test_a_vision_tower_asked_alone_takes_the_image_processor_s_own_downsample_mode() -> None:
+    """The tower alone (``minicpm_ocr_vision``) has no ``downsample_mode``: the settings leave it to the image
+    processor's default instead of failing (the tower was simulated with images before the family existed)."""
+    from types import SimpleNamespace
+
+    from estimator.peak.minicpm_family import _image
+
+    parent = transformers.AutoConfig.for_model("minicpm_ocr")
+    alone = _image(SimpleNamespace(vision_config=parent.vision_config))
+    assert "downsample_mode" not in alone and alone["patch_size"] == parent.vision_config.patch_size
+    assert _image(parent)["downsample_mode"] == parent.downsample_mode

@@ -47,10 +47,12 @@ SCALE_RESOLUTION = 448  # the image processors' default scale_resolution: an ima
 
 def _image(config: Any) -> dict[str, Any]:
     """The image processor's patching as the model reads it: the vision tower's ``patch_size`` and the config's
-    ``downsample_mode`` (the processor's token count and the vision tower's merges agree only so)."""
+    ``downsample_mode`` (the processor's token count and the vision tower's merges agree only so). A vision tower
+    asked alone has no ``downsample_mode`` of its own: the image processor's default then."""
     patch = config.vision_config.patch_size
-    return {"patch_size": int(patch[0] if isinstance(patch, (list, tuple)) else patch),
-            "downsample_mode": str(config.downsample_mode)}
+    settings = {"patch_size": int(patch[0] if isinstance(patch, (list, tuple)) else patch)}
+    mode = getattr(config, "downsample_mode", None)
+    return settings if mode is None else {**settings, "downsample_mode": str(mode)}
 
 
 def _family() -> Family:

@@ -100,6 +100,11 @@ class StepPeak:
         return best if best.peak_bytes > self.peak.peak_bytes else self.peak
 
 
+UNREACHED_KEPT_NOTE = ("training: optimizer states counted for every trainable parameter, also those the backward "
+                       "leaves without a gradient (which a real run keeps none for): the step could not be simulated "
+                       "a second time without them")
+
+
 def simulate_step(
     model: nn.Module,
     workload: Workload,
@@ -139,7 +144,10 @@ def simulate_step(
     if got is not None and not full_first_step and not workload.states_for_all and len(got) < len(_trainable(model)):
         # Step 2's backward left trainable parameters without gradients: so did step 1's, and the optimizer made no
         # state for them (see the module docstring). Again, with zero gradients for the reached ones only.
-        step, tracker, _ = attempt(got)
+        try:
+            step, tracker, _ = attempt(got)
+        except Exception:  # noqa: BLE001 - a model that keeps state across runs (OmDet-Turbo's cached text graph)
+            step = replace(step, notes=(*step.notes, UNREACHED_KEPT_NOTE))
     if device == "cuda":  # what PyTorch's caching allocator would reserve for this trace
         step = replace(step, allocator=replay(tracker.events()))
     return step
