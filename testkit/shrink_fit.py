@@ -6,7 +6,7 @@ running it by hand; the config's own validator states none of them).
 
 - **A width that equals a width follows it.** An integer ``*_hidden_size``, ``*_hidden_dim``,
   ``*_in_dim``, ``*_out_dim`` or ``*_output_size`` whose default equals the default of a hidden width anywhere in the
-  config (:data:`testkit.coverage.WIDTH_KEYS`) becomes the new width (Vision-Text-Dual-Encoder's
+  config (:data:`testkit.shrink_rule.WIDTH_KEYS`) becomes the new width (Vision-Text-Dual-Encoder's
   ``pooler_output_size``, X-CLIP's ``mit_hidden_size``, OmDet-Turbo's ``text_projection_in_dim``,
   SAM3's ``fpn_hidden_size``); its ``*_intermediate_size`` becomes the feed-forward size.
 - **Key/value heads per layer** (``*key_value_heads*`` lists, ``num_key_value_attention_heads``) as the
