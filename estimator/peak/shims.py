@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 __all__ = ["OVERRIDES", "StandIns", "cpu_rng_states", "unpadded_masks"]
 
@@ -76,6 +76,14 @@ class StandIns(TorchDispatchMode):
         return func(*args, **(kwargs or {})) if override is None else override(func, args, kwargs or {})
 
 
+def _known_values(mask: Any) -> Any:
+    """The real values of a fake padding mask made from inputs whose values are known
+    (:mod:`estimator.peak.known_values`), else None: the simulated inputs have no padding, so all ones."""
+    from estimator.peak.known_values import _KNOWN
+
+    return _KNOWN.get(mask)
+
+
 @contextlib.contextmanager
 def unpadded_masks() -> Iterator[None]:
     """transformers skips building an attention mask (``is_causal`` / no mask to SDPA) when the 2-D
@@ -104,11 +112,7 @@ def unpadded_masks() -> Iterator[None]:
                 return ignore(mask, *a, **k)
             # a mask whose real values are known (made from the processor's masks: Qwen2-Audio's frames of a
             # clip padded to 30 s) is answered with them, outside the fake modes; any other as all ones
-            from torch.utils._python_dispatch import _disable_current_modes
-
-            from estimator.peak.known_values import _KNOWN
-
-            real = _KNOWN.get(mask)
+            real = _known_values(mask)
             if real is None:
                 return ignore(None, *a, **k)
             with _disable_current_modes():
@@ -148,11 +152,7 @@ def _recurrent_masks(masking: Any) -> Callable[[], None]:
 
     def answer(config: Any, inputs_embeds: Any, attention_mask: Any, *a: Any, **k: Any) -> Any:
         if isinstance(attention_mask, torch._subclasses.fake_tensor.FakeTensor) and attention_mask.ndim == 2:
-            from torch.utils._python_dispatch import _disable_current_modes
-
-            from estimator.peak.known_values import _KNOWN
-
-            real = _KNOWN.get(attention_mask)
+            real = _known_values(attention_mask)
             with _disable_current_modes():
                 ones = real is None or bool(torch.all(real == 1))
             if ones:
