@@ -112,7 +112,11 @@ CASES: dict[str, PeakCase] = {
         PeakCase("qwen2_5_vl_vision", "Qwen2.5-VL vision tower alone: flattened patches + grid_thw, window attention",
                  _hf("Qwen2_5_VisionTransformerPretrainedModel", "Qwen2_5_VLVisionConfig", depth=2, hidden_size=64,
                      intermediate_size=128, num_heads=4, out_hidden_size=64, fullatt_block_indexes=[1]),
-                 image_size=112),
+                 image_size=112,
+                 # within 0.001% on AVX-512 (this project's machines); an xfail only where the error passes 2%
+                 known_gaps={"training": "on an AVX2-only CPU (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2) the "
+                                         "real step allocates ~1.5 MB more than on AVX-512 (measured 5,919,892 B vs "
+                                         "4,416,764, 2026-11-28): a kernel's AVX2 scratch, not yet located"}),
         PeakCase("patchtst_series", "time series: past_values (B, context_length, channels)",
                  _hf("PatchTSTModel", "PatchTSTConfig", d_model=64, ffn_dim=128, num_hidden_layers=2,
                      num_attention_heads=4, context_length=64, patch_length=8, patch_stride=8,
