@@ -24,7 +24,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("estimator.gguf",),
     ("estimator.load",),
     ("estimator.peak", "estimator.parallel"),
-    ("estimator.fit", "estimator.serving"),
+    ("estimator.fit", "estimator.serving", "estimator.speed"),
     ("estimator.modules", "estimator.report"),
     ("estimator.api",),
     ("estimator_sweep",),  # the sweep: a front over estimate() (and the only importer of Ray), below the CLI that dispatches to it
