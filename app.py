@@ -45,7 +45,7 @@ def build(oauth: bool | None = None) -> gr.Blocks:
         with gr.Tabs(selected="model", elem_id="tabs") as tabs:
             with gr.Tab("Estimate a model", id="model", elem_id="model-tab"):
                 examples = form_widgets(w)
-                go = gr.Button("Estimate memory", variant="primary", elem_id="go")
+                go = w["go"]
                 w["status"] = gr.HTML(elem_id="status", js_on_load=None)
                 result_widgets(w, oauth)
             with gr.Tab("What fits my GPU?", id="fits", elem_id="fits-tab"):
@@ -56,12 +56,17 @@ def build(oauth: bool | None = None) -> gr.Blocks:
         w["preview_button"].click(handlers.preview_post, inputs=post_inputs, outputs=[w["post_preview"], w["post_status"]], api_visibility="private")
         w["post_button"].click(handlers.post_result, inputs=post_inputs, outputs=[w["post_status"], w["post_token"]], concurrency_id="post",
                                concurrency_limit=1, api_visibility="private")
+        # the LoRA rank and checkpointing are on the first screen when fine-tuning (a link's mode too: .change)
+        w["mode"].change(handlers.training_fields, inputs=[w["mode"]], outputs=[w["training_row"]], queue=False, api_visibility="private")
         fields = [w[name] for name in FIELDS]
+        w["count_go"].click(handlers.count_form, inputs=[*fields, w["token"], w["last"]], outputs=[w["gpu_count"]], concurrency_id="estimate",
+                            api_name="count_gpus")
         outputs = [w[name] for name in handlers.OUTPUTS]
         autorun = gr.State(False)
 
         def show_link(event: Any) -> None:
-            event.then(None, inputs=[w["query"]], outputs=[w["link"]], js=LINK_JS)
+            shown = event.then(None, inputs=[w["query"]], outputs=[w["link"]], js=LINK_JS)
+            shown.then(lambda: "", outputs=[w["gpu_count"]], queue=False, api_visibility="private")  # a count is for the result it was asked on
 
         run: dict[str, Any] = {"fn": handlers.run_form, "inputs": [*fields, w["token"], w["last"]], "outputs": outputs, "concurrency_id": "estimate"}
         show_link(go.click(**run, api_name="estimate"))

@@ -85,7 +85,7 @@ def rendered(result: Estimate, gpu: str | None, device: str = "cuda") -> Rendere
         json_path=str(json_path),
         chart=chart.chart_html(result),
         fits=(tables.serving_html(result) if result.mode.value == "serving"
-              else tables.fits_html(result, fits_on.fits_frame(result, gpu), fits_on.fits_caption(result.mode, fits_on.allocator_counted(result)), device)),
+              else tables.fits_html(result, fits_on.fits_frame(result, gpu), fits_on.fits_caption(result.mode, fits_on.allocator_counted(result), gpu_chosen=bool(gpu or result.options.get("gpu_memory"))), device)),
         method=tables.method_note(result),
     )
     _RENDERED.put(key, made)

@@ -53,18 +53,18 @@ LABELS: dict[str, str] = {
     "revision": "Revision",
     "library": "Library",
     "dtypes": "dtypes",
-    "mode": "Mode",
+    "mode": "What to do",
     "batch": "Batch size",
-    "seq": "Sequence length (0 = default)",
+    "seq": "Context length (tokens per sequence; run and fine-tune; 0 = 512)",
     "image": "Image size (0 = from the config)",
     "new_tokens": "New tokens (inference)",
     "device": "Target device",
     "optimizer": "Optimizer (training)",
     "pure16": "Pure 16-bit (training)",
     "checkpointing": "Gradient checkpointing (training)",
-    "lora": "LoRA rank (0 = full fine-tuning)",
+    "lora": "LoRA rank (0 = full fine-tuning; with int4: QLoRA)",
     "lora_targets": "LoRA targets (needs a LoRA rank; comma-separated module names, empty = peft's defaults)",
-    "gpu": "Your GPU (listed first in 'fits on'; inference and training: also the largest batch and context that fit, found by more simulations)",
+    "gpu": "Your GPU (listed first in 'fits on'; run and fine-tune: also the largest batch and context that fit, and how many GPUs)",
     "gpu_memory": "Or your GPU's memory (e.g. 24GiB or 80GB; instead of a listed GPU)",
     "ctx": "Context length (GGUF files; 0 = the file's training context)",
     "cache_type": "KV cache type (GGUF files, llama.cpp's -ctk/-ctv)",
@@ -76,11 +76,11 @@ LABELS: dict[str, str] = {
     "max_num_batched_tokens": "Max batched tokens per step (serving; 0 = vLLM's default)",
     "kv_cache_dtype": "KV cache dtype (serving)",
     "block_size": "KV block size in tokens (serving)",
-    "gpus": "GPUs per node (more than 1 needs a strategy; figures are per GPU)",
+    "gpus": "GPUs per node (fine-tuning with a strategy; figures are per GPU)",
     "nodes": "Nodes",
-    "strategy": "Strategy (training: ddp, zero1-3, fsdp; inference: tp)",
+    "strategy": "Strategy (fine-tuning on several GPUs: ddp, zero1-3, fsdp)",
     "offload": "ZeRO offload to CPU memory",
-    "tensor_parallel_size": "Tensor parallel size (serving, vLLM's; figures per GPU)",
+    "tensor_parallel_size": "Tensor parallel size (run and serve: GPUs the model is split over; figures per GPU)",
     "pipeline_parallel_size": "Pipeline parallel size (serving, vLLM's; the stage with the fewest blocks sizes the cache)",
     "quantization": "Quantize while loading (serving, vLLM's --quantization; a checkpoint's own is read from it)",
     "vllm_version": "vLLM version (serving; whose start-up accounting to follow)",
@@ -132,6 +132,14 @@ OPTIONS: dict[str, str] = {
     "video_frames": "video",
     "token": "token",
 }
+
+
+MODE_CHOICES: tuple[tuple[str, str], ...] = (
+    ("Load it (weights)", "load"),
+    ("Run it (inference)", "inference"),
+    ("Fine-tune it (training)", "training"),
+    ("Serve it (vLLM)", "serving"),
+)  # the "What to do" radio: words shown, the mode sent (the link's ``mode`` value)
 
 
 def short_label(field: str) -> str:

@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 
 from estimator.options import CACHE_TYPES, DEFAULT_DTYPES
 from estimator_app import values, whatfits
-from estimator_app.fields import FIELDS, OPTIONS
+from estimator_app.fields import FIELDS, OPTIONS, short_label
 from estimator_app.values import (  # noqa: F401  - the page's names, kept here for their callers
     DEVICES,
     DTYPES,
@@ -45,6 +45,8 @@ from estimator_app.values import (  # noqa: F401  - the page's names, kept here 
     lora_targets,
 )
 
+PAGE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "int8", "int4")  # ticked when the page opens with no link
+STRATEGY_CHOICES: tuple[str, ...] = tuple(s for s in STRATEGIES if s != "tp")  # tp is the "Tensor parallel size" field
 PARAMS: tuple[str, ...] = FIELDS  # the share link's parameters are the form's fields, in the same order
 # Parameters that Gradio itself or the Spaces embed add to a page URL; ignored without a notice.
 _FOREIGN = re.compile(r"^(__.*|view|logs|embed|theme)$")
@@ -95,6 +97,18 @@ class FormState:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", canonical_dtypes(self.dtypes))
+        if self.strategy == "tp" and self.tensor_parallel_size == 1:
+            # One tensor-parallel control: an older link's ``strategy=tp&gpus=N`` is ``tensor_parallel_size=N``
+            # (the same answer: :meth:`estimate_kwargs` asks the core for strategy tp over N GPUs in inference).
+            for name, value in (("tensor_parallel_size", self.gpus), ("gpus", 1), ("strategy", "none")):
+                object.__setattr__(self, name, value)
+
+    @property
+    def world_size(self) -> int:
+        """The GPUs the figures are per GPU of (1: one GPU)."""
+        if self.mode == "serving" or (self.mode == "inference" and self.strategy == "none"):
+            return self.tensor_parallel_size * (self.pipeline_parallel_size if self.mode == "serving" else 1)
+        return self.gpus * self.nodes if self.strategy != "none" else 1
 
     def estimate_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :func:`estimator.estimate`, one per field that sets a core option
@@ -104,6 +118,9 @@ class FormState:
         Never ``trust_remote_code``: the hosted app does not run a repo's code.
         """
         kwargs = {keyword: SPECS[name].to_core(getattr(self, name)) for keyword, name in OPTIONS.items() if name in SPECS and SPECS[name].core}
+        if self.mode == "inference" and self.tensor_parallel_size > 1 and self.strategy == "none":
+            # the one tensor-parallel control: inference over N GPUs is the core's strategy tp (vLLM's size is serving's)
+            kwargs.update(strategy="tp", gpus=self.tensor_parallel_size, tensor_parallel_size=1)
         if self.device == "cpu":
             kwargs.update(gpu=None, gpu_memory=None)
         elif self.gpu_memory is not None:
@@ -243,6 +260,8 @@ def from_query(params: Mapping[str, str] | list[tuple[str, str]]) -> Parsed:
             state = _parse_one(name, value, state, notices)
         except ValueError as exc:
             notices.append(f"Ignored {shown}={value[:40]!r}: {exc}.")
+    if not given:  # no link: the page's own defaults (a link without dtypes keeps the contract's, so it means what it meant)
+        state = replace(state, dtypes=PAGE_DTYPES)
     return Parsed(state=state, notices=notices, given=given)
 
 
@@ -265,6 +284,18 @@ def from_form(*values: Any) -> FormState:
     got = dict(zip(FIELDS, values, strict=True))
     changes = {name: SPECS[name].read(got[name]) for name in FIELDS}
     return FormState(**changes)
+
+
+def check(state: FormState) -> None:
+    """Refuse, in the page's words, a combination of fields the page cannot ask the core (``ValueError``).
+
+    The one tensor-parallel control means "split over N GPUs" to run (the core's strategy tp) or serve
+    (vLLM's size); loading or fine-tuning has none.
+    """
+    if state.mode in ("load", "training") and state.tensor_parallel_size > 1:
+        raise ValueError(f"{short_label('tensor_parallel_size')} applies to running (inference) and serving; to fine-tune on several GPUs "
+                         f"choose a {short_label('strategy')} (ddp, zero1-3, fsdp) and {short_label('gpus')} under Advanced, "
+                         f"or set {short_label('tensor_parallel_size')} back to 1.")
 
 
 def to_fields(state: FormState) -> tuple[Any, ...]:

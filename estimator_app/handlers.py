@@ -15,8 +15,9 @@ from typing import Any
 
 import gradio as gr
 
+from estimator.errors import EstimatorError
 from estimator.result import Estimate
-from estimator_app import answers, form, posting, tables
+from estimator_app import answers, form, howmany, posting, tables
 from estimator_app.wording import PAGE, for_form, page_message
 
 logger = logging.getLogger("estimator_app")
@@ -92,6 +93,7 @@ def run_form(*values: Any, progress: gr.Progress = gr.Progress()) -> tuple[Any, 
     *fields, token, last = values
     try:
         state = form.from_form(*fields)
+        form.check(state)
     except ValueError as exc:
         return _failed("Check the form", str(exc), last)
     return _run(state, progress, token, last)
@@ -102,6 +104,31 @@ def run_on_load(autorun: bool, *values: Any, progress: gr.Progress = gr.Progress
     if not autorun:
         return tuple(gr.skip() for _ in range(N_OUTPUTS))
     return run_form(*values, progress=progress)
+
+
+def count_form(*values: Any) -> str:
+    """"How many GPUs do I need?": the form's fields, then the token field and the last result shown; the answer's HTML."""
+    *fields, token, last = values
+    if last is None:
+        return error_html("Nothing to count", "Estimate a model first; then count the GPUs it needs.")
+    state: form.FormState | None = None
+    try:
+        state = form.from_form(*fields)
+        form.check(state)
+        counted = howmany.count(state, token)
+    except EstimatorError as exc:
+        query, model = (form.to_query(state), state.model) if state is not None else ("", "")
+        return error_html("Could not count GPUs", _worded(exc, "Could not count GPUs", query=query, model=model))
+    except ValueError as exc:
+        return error_html("Check the form", str(exc))
+    except Exception as exc:
+        return error_html("Could not count GPUs", _worded(exc, "Could not count GPUs", model=str(fields[0])))
+    return howmany.count_html(counted)
+
+
+def training_fields(mode: str | None) -> Any:
+    """The first screen's training row (LoRA rank, checkpointing): shown when the mode is training."""
+    return gr.Row(visible=mode == "training")
 
 
 def load_link(request: gr.Request) -> tuple[Any, ...]:

@@ -35,7 +35,15 @@ footer .show-api, footer .built-with, footer .settings { color: #4b5563 !importa
 .gradio-container { --button-primary-background-fill: #c2410c; --button-primary-background-fill-hover: #9a3412;
   --button-primary-text-color: #ffffff; --button-primary-text-color-hover: #ffffff; --button-primary-border-color: #c2410c; }
 
-.mme-error { border-left: 4px solid #b91c1c; background: #fef2f2; color: #7f1d1d; padding: .6rem .8rem; border-radius: 4px; }
+.mme-error { border-left: 4px solid #b91c1c; background: #fef2f2; color: #7f1d1d; padding: .6rem .8rem; border-radius: 4px;
+  overflow-wrap: anywhere; word-break: break-word; max-width: 100%; }
+.mme-setting { margin: 0 0 .2rem; font-weight: 600; font-size: 1.05rem; overflow-wrap: anywhere; }
+.mme-count { border-left: 4px solid #1d4ed8; padding: .3rem .8rem; overflow-wrap: anywhere; }
+.mme-count ul { margin: .2rem 0 0 1.1rem; padding: 0; }
+.mme-examples-label { font-size: .9rem; font-weight: 600; align-self: center; }
+#examples { align-items: center; flex-wrap: wrap; gap: .35rem; }
+#share-link input, #share-link textarea { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.fits-source { font-size: .9rem; margin: .2rem 0 .4rem; overflow-wrap: anywhere; }
 .mme-summary { margin: 0; }
 .mme-warning { border-left: 4px solid #b45309; background: #fffbeb; color: #78350f; padding: .4rem .8rem; margin-top: .4rem; border-radius: 4px; }
 .mme-warning ul { margin: .2rem 0 0 1.1rem; padding: 0; }

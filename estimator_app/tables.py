@@ -57,7 +57,7 @@ def results_frame(estimate: Estimate) -> pd.DataFrame:
         record = {"dtype": str(row.dtype)}
         if mode != "load":
             strategy = estimate.options.get("strategy")
-            per_gpu = f", per GPU: {estimate.options.get('gpus', 1) * estimate.options.get('nodes', 1)} x {strategy}" if strategy else ""
+            per_gpu = f", per GPU (× {per_gpu_count(estimate)}), {strategy}" if strategy else ""
             record[f"Peak ({mode}{per_gpu})"] = format_bytes(row.peak_bytes)
             if row.cpu_bytes is not None:
                 record["CPU memory per node (offload)"] = format_bytes(row.cpu_bytes)
@@ -87,12 +87,59 @@ def warnings_html(estimate: Estimate) -> str:
     return f'<div class="mme-warning" role="note"><strong>Check this:</strong><ul>{items}</ul></div>'
 
 
+MODE_WORDS = {"load": "Load", "inference": "Run (inference)", "training": "Fine-tune", "serving": "Serve with vLLM"}
+
+
+def setting_words(estimate: Estimate) -> str:
+    """The setting of a result in one line: ``"Fine-tune, LoRA r16 · bfloat16 · batch 1 × 512 tokens · on RTX 4090"``.
+
+    From the options that shaped it (``Estimate.options``), defaults resolved (a sequence length
+    left to the default is its 512 tokens), so two results can be compared from their first lines.
+    """
+    options = estimate.options
+    mode = estimate.mode.value
+    what = MODE_WORDS.get(mode, mode)
+    if mode == "training":
+        rank = options.get("lora_rank")
+        dtypes = options.get("dtypes") or []
+        what += (f", QLoRA r{rank} (int4 rows)" if rank and "int4" in dtypes else f", LoRA r{rank}") if rank else ", full"
+        what += f", {options.get('optimizer', 'adamw')}"
+        if options.get("gradient_checkpointing"):
+            what += ", gradient checkpointing"
+    parts = [what, ", ".join(str(d) for d in options.get("dtypes") or (str(row.dtype) for row in estimate.rows))]
+    if mode in ("inference", "training") and options.get("seq_len"):
+        shape = f"batch {options.get('batch_size', 1):,} × {options['seq_len']:,} tokens"
+        if options.get("max_new_tokens"):
+            shape += f" + {options['max_new_tokens']:,} new"
+        parts.append(shape)
+    if mode == "serving":
+        length = options.get("max_model_len")
+        parts.append(f"max model length {length:,}" if length else "the model's max length")
+    gpu = options.get("gpu") or options.get("gpu_memory")
+    n = per_gpu_count(estimate)
+    where = "on CPU" if options.get("device") == "cpu" else f"on {gpu}" if gpu else "no GPU chosen"
+    if n > 1:
+        where += f", per GPU (× {n}{', ' + str(options['strategy']) if options.get('strategy') else ''})"
+    parts.append(where)
+    return " · ".join(parts)
+
+
+def per_gpu_count(estimate: Estimate) -> int:
+    """How many GPUs the figures are per GPU of (1: one GPU): a strategy's world size, or vLLM's tensor x pipeline ranks."""
+    options = estimate.options
+    if options.get("strategy"):
+        return int(options.get("gpus", 1)) * int(options.get("nodes", 1))
+    return int(options.get("tensor_parallel_size", 1) or 1) * int(options.get("pipeline_parallel_size", 1) or 1)
+
+
 def summary_html(estimate: Estimate, *, stale: bool = False) -> str:
-    """The summary line as HTML, and the core's warnings; ``stale`` marks it as the last result that worked."""
+    """The setting (:func:`setting_words`), the summary line as HTML, and the core's warnings; ``stale`` marks it as the
+    last result that worked."""
     revision = f" @ <code>{escape(estimate.revision[:12])}</code>" if estimate.revision else ""
     arch = f" ({escape(estimate.architecture)})" if estimate.architecture else ""
     badge = '<span class="mme-stale">Last result that worked</span> ' if stale else ""
     return (
+        f'<p class="mme-setting" id="setting">{escape(setting_words(estimate))}</p>'
         f'<p class="mme-summary{" mme-summary-stale" if stale else ""}">{badge}<strong>{escape(estimate.model)}</strong>{revision}{arch}'
         f" · library {escape(estimate.library)} · source {escape(estimate.source)} · mode {escape(estimate.mode.value)}</p>"
         + warnings_html(estimate)
@@ -222,7 +269,8 @@ def serving_html(estimate: Estimate) -> str:
             record[str(row.dtype)] = _serving_cell(row.serving.get(key) if row.serving else None, kind)
         records.append(record)
     gpu = estimate.options.get("gpu") or estimate.options.get("gpu_memory") or "the GPU"
-    return (frame_html(pd.DataFrame.from_records(records), label=f"Serving plan on {gpu}")
+    n = per_gpu_count(estimate)
+    return (frame_html(pd.DataFrame.from_records(records), label=f"Serving plan on {gpu}" + (f", per GPU (× {n})" if n > 1 else ""))
             + f'<p class="mme-note">{_serving_scope(planned[0].serving or {})}As vLLM plans it at start-up '
               '(docs/serving.md says where its accounting differs).</p>')
 
@@ -233,7 +281,7 @@ def _serving_scope(plan: dict[str, object]) -> str:
     tp, pp = plan.get("tensor_parallel_size", 1), plan.get("pipeline_parallel_size", 1)
     scope = f"vLLM {version}. " if version else ""
     if tp != 1 or pp != 1:
-        scope += (f"Per GPU of {tp} x {pp} (tensor x pipeline parallel)"
+        scope += (f"Per GPU (× {int(tp) * int(pp)}: tensor parallel {tp} × pipeline parallel {pp})"  # type: ignore[call-overload]
                   + (f"; pipeline stage {plan.get('limiting_stage')} has the fewest blocks and sizes every stage's cache" if pp != 1 else "")
                   + ". ")
     return scope

@@ -200,7 +200,9 @@ def test_every_dtype_bad_keeps_the_default_and_says_so() -> None:
 
 def test_no_parameters_means_nothing_to_run() -> None:
     parsed = from_query({})
-    assert not parsed.given and parsed.state == FormState() and parsed.notices == []
+    # the page's own defaults (bfloat16 ticked); a link without dtypes keeps the contract's (FormState's)
+    assert not parsed.given and parsed.state == FormState(dtypes=form.PAGE_DTYPES) and parsed.notices == []
+    assert "bfloat16" in form.PAGE_DTYPES and from_query({"model": "gpt2"}).state.dtypes == FormState().dtypes
 
 
 def test_overlong_values_are_cut_in_notices() -> None:
@@ -279,3 +281,19 @@ def test_several_gpus_reach_the_core() -> None:
     assert FormState(model="gpt2").estimate_kwargs()["strategy"] is None
     parsed = from_query(parse_qsl("model=a/b&mode=training&gpus=4&strategy=zero2&offload=optimizer"))
     assert (parsed.state.gpus, parsed.state.strategy, parsed.state.offload) == (4, "zero2", "optimizer") and parsed.notices == []
+
+
+def test_one_tensor_parallel_control_and_old_tp_links_keep_their_answer() -> None:
+    """An older link's ``strategy=tp&gpus=4`` (inference) asks the core exactly what ``tensor_parallel_size=4`` asks now."""
+    old = from_query(parse_qsl("model=a/b&mode=inference&gpus=4&strategy=tp&seq=128"))
+    new = from_query(parse_qsl("model=a/b&mode=inference&tensor_parallel_size=4&seq=128"))
+    assert old.notices == [] and old.state == new.state and old.state.strategy == "none" and old.state.tensor_parallel_size == 4
+    kwargs = old.state.estimate_kwargs()
+    assert (kwargs["strategy"], kwargs["gpus"], kwargs["tensor_parallel_size"]) == ("tp", 4, 1)
+    assert "strategy=none" in to_query(old.state) and "tensor_parallel_size=4" in to_query(old.state)
+    serving = FormState(model="a/b", mode="serving", gpu="L4", tensor_parallel_size=2).estimate_kwargs()
+    assert (serving["strategy"], serving["tensor_parallel_size"]) == (None, 2)  # serving: vLLM's own size
+    assert "tp" not in form.STRATEGY_CHOICES  # the strategy dropdown no longer offers a second tp control
+    form.check(FormState(model="a/b", mode="inference", tensor_parallel_size=2))
+    with pytest.raises(ValueError, match="Tensor parallel size applies to running"):
+        form.check(FormState(model="a/b", mode="training", tensor_parallel_size=2))

@@ -42,7 +42,7 @@ def test_an_option_is_worded_as_the_form_field_that_sets_it() -> None:
     exc = UnsupportedError([Option("seq_len"), " must be at most 4096."])
     assert exc.message == "--seq-len must be at most 4096."  # the contract's spelling, for the CLI
     page, status = user_message(exc, PAGE)
-    assert page == "“Sequence length” must be at most 4096." and status == 2
+    assert page == "“Context length” must be at most 4096." and status == 2
     assert "--" not in page
 
 

@@ -57,9 +57,10 @@ def fits_frame(estimate: Estimate, selected: str | None = None) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def fits_caption(mode: str, allocator: bool = True) -> str:
+def fits_caption(mode: str, allocator: bool = True, gpu_chosen: bool = False) -> str:
     """What the verdicts count; ``allocator``: whether the rows carry the caching allocator's figures
-    (a whole model simulated, as when a GPU is named; an extrapolated decoder has none)."""
+    (a whole model simulated, as when a GPU is named; an extrapolated decoder has none); ``gpu_chosen``:
+    a GPU was named, so the rows lack them because they are per GPU under a strategy (not modelled there)."""
     what = "the peak memory of the " + mode + " step" if mode != "load" else "the loaded weights and buffers"
     if mode == "load" or allocator:
         runtime = "context, cuBLAS workspaces" + ("" if mode == "load" else ", the caching allocator's rounding and cached blocks")
@@ -67,7 +68,8 @@ def fits_caption(mode: str, allocator: bool = True) -> str:
     else:
         text = (f"Compares {what}, plus the CUDA context and cuBLAS workspaces, with the memory each GPU's driver reports "
                 "to PyTorch. The caching allocator's rounding and cached blocks are not counted here (the layers were "
-                "simulated in part and extrapolated): choose a GPU to simulate every layer and count them.")
+                + ("simulated in part and extrapolated; the allocator is not modelled per GPU under a strategy)." if gpu_chosen
+                   else "simulated in part and extrapolated): choose a GPU to simulate every layer and count them."))
     if mode == "load":
         text += " Load mode counts no activations and no KV cache: running the model needs more."
     return text

@@ -1,0 +1,150 @@
+"""``count_gpus()``: how many GPUs of one kind a model needs for a use, per dtype, over :func:`estimator.estimate`.
+
+Each count of GPUs tried is one per-GPU estimate by the core (:mod:`estimator.fit.count` says which
+counts, in which order, and why the answer is the fewest): training under a strategy (``fsdp``,
+``zero1``-``zero3``, ``ddp``; 1 GPU is the single-GPU step) simulated by ``estimator.parallel``;
+inference under tensor parallelism (the core's strategy ``tp``, within one node); serving with
+vLLM's tensor parallelism within a node, then pipeline stages of whole nodes (``estimator.serving``'s
+per-rank plan, whose verdict is vLLM's: one request of max model length fits). The estimates are
+the core's, cached as any other, so the single-GPU answer a page has just shown costs nothing here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from estimator.api import estimate
+from estimator.errors import BadOptionError, InputError, Option
+from estimator.fit.count import DDP_NOTE, MAX_GPUS, GPUCount, Trial, counts, fewest_gpus, layout
+from estimator.fit.gpus import custom_gpu, find_gpu
+from estimator.messages import CLI, Wording
+from estimator.options import Mode, Strategy
+from estimator.result import Estimate, Row
+
+__all__ = ["USES", "count_gpus"]
+
+USES = (Mode.TRAINING.value, Mode.INFERENCE.value, Mode.SERVING.value)
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "decoder_attention_heads")  # transformers' attribute_map names
+TRAINING_STRATEGIES = tuple(s.value for s in Strategy if s is not Strategy.TP)
+
+
+def count_gpus(model: Any, *, mode: str = "training", strategy: str | None = None, gpu: str | None = None, gpu_memory: Any = None,
+               max_gpus: int = MAX_GPUS, wording: Wording = CLI, **options: Any) -> dict[str, GPUCount]:
+    """Per dtype row, the fewest GPUs of ``gpu`` (or ``gpu_memory``) that fit ``model`` in ``mode``.
+
+    ``strategy`` (training only; default ``fsdp``) spreads the step; ``options`` are
+    :func:`estimator.estimate`'s (dtypes, batch_size, seq_len, lora_rank...; not gpus, nodes,
+    tensor_parallel_size or pipeline_parallel_size, which this varies). A count the core refuses
+    (tensor parallel sizes that do not divide the heads, say) is a trial without a figure, its
+    reason worded by ``wording``. Raises what :func:`estimator.estimate` raises for the request itself.
+    """
+    if mode not in USES:
+        raise BadOptionError([Option("mode"), f" {mode!r}: how many GPUs is answered for training, inference and serving."], option="mode")
+    if mode != Mode.TRAINING.value and strategy not in (None, "", "none", "tp"):
+        raise BadOptionError([Option("strategy"), f" {strategy} is a training strategy; inference and serving are split by tensor parallelism."],
+                             option="strategy")
+    chosen = (strategy if strategy not in (None, "", "none") else Strategy.FSDP.value) if mode == Mode.TRAINING.value else "tp"
+    if mode == Mode.TRAINING.value and chosen not in TRAINING_STRATEGIES:
+        raise BadOptionError([Option("strategy"), f" {chosen!r}: choose one of {', '.join(TRAINING_STRATEGIES)}."], option="strategy")
+    for name in ("gpus", "nodes", "tensor_parallel_size", "pipeline_parallel_size"):
+        if options.get(name) not in (None, 1):
+            raise BadOptionError([Option(name), " is what counting GPUs varies; leave it at 1."], option=name)
+        options.pop(name, None)
+    hardware = custom_gpu(gpu_memory) if gpu_memory not in (None, "") else find_gpu(gpu) if gpu else None
+    if hardware is None:
+        raise BadOptionError([Option("gpu"), " counting GPUs needs the kind of GPU: name it with ", Option("gpu"), " or give its memory with ",
+                              Option("gpu_memory"), "."], option="gpu")
+    tried = counts(max_gpus)
+    if chosen == Strategy.DDP.value:
+        tried = tuple(n for n in tried if n <= 2)
+    elif mode == Mode.INFERENCE.value:
+        tried = tuple(n for n in tried if n <= layout(n)[0])  # the core's tp is simulated within one node
+
+    answers: dict[int, Estimate | InputError] = {}
+    heads = _attention_heads(model, options) if mode == Mode.SERVING.value else None
+
+    def at(n: int) -> Estimate | InputError:
+        if n not in answers:
+            spread: dict[str, Any] = {}
+            gpus_per_node, nodes = layout(n)
+            if n > 1 and mode == Mode.SERVING.value:
+                tp, pp = serving_layout(n, heads)
+                spread = {"tensor_parallel_size": tp, "pipeline_parallel_size": pp}
+            elif n > 1:
+                spread = {"strategy": chosen, "gpus": gpus_per_node, "nodes": nodes}
+            try:
+                answers[n] = estimate(model, mode=mode, gpu=gpu, gpu_memory=gpu_memory, **options, **spread)
+            except InputError as exc:  # this count is refused (the request itself was accepted at 1 GPU or is refused there too)
+                if n == 1:
+                    raise
+                answers[n] = exc
+        return answers[n]
+
+    first = at(1)
+    assert isinstance(first, Estimate)
+    where = "tensor parallel within a node, then pipeline stages of whole nodes" if mode == Mode.SERVING.value else (
+        "tensor parallel within one node" if mode == Mode.INFERENCE.value else chosen)
+    note = DDP_NOTE if chosen == Strategy.DDP.value else ""
+    return {str(row.dtype): fewest_gpus(_trial(at, str(row.dtype), mode, chosen, hardware.total_bytes, wording, heads), hardware.name,
+                                         hardware.total_bytes, tried, note=note or where)
+            for row in first.rows}
+
+
+def serving_layout(n: int, heads: int | None) -> tuple[int, int]:
+    """``n`` GPUs for vLLM as (tensor parallel, pipeline parallel): the largest tensor-parallel size within a node that
+    divides the attention heads (vLLM refuses others), the rest as pipeline stages."""
+    tp = layout(n)[0]
+    while tp > 1 and heads is not None and (heads % tp or n % tp):
+        tp //= 2
+    return tp, n // tp
+
+
+def _attention_heads(model: Any, options: dict[str, Any]) -> int | None:
+    """The config's ``num_attention_heads`` (a multimodal config's text part), which vLLM's tensor parallel size must divide."""
+    from estimator.options import Library
+    from estimator.source.reference import ModelRef, parse_reference
+    from estimator.source.resolve import resolve
+
+    ref = model if isinstance(model, ModelRef) else parse_reference(str(model), revision=options.get("revision"))
+    if options.get("revision") and isinstance(model, ModelRef):
+        ref = dataclasses.replace(ref, revision=options["revision"])
+    config = resolve(ref, Library.AUTO, token=options.get("token")).config
+    for part in (config, config.get("text_config") or {}):
+        for key in HEAD_KEYS:
+            heads = part.get(key) if isinstance(part, dict) else None
+            if isinstance(heads, int) and heads > 0:
+                return heads
+    return None
+
+
+def _trial(at: Callable[[int], Estimate | InputError], dtype: str, mode: str, strategy: str, capacity: int,
+           wording: Wording, heads: int | None = None) -> Callable[[int], Trial]:
+    def trial(n: int) -> Trial:
+        gpus_per_node, nodes = layout(n)
+        if mode == Mode.SERVING.value:
+            tp, pp = serving_layout(n, heads)
+            shape = f"tensor parallel {tp} x pipeline parallel {pp}" if n > 1 else "1 GPU"
+        else:
+            shape = (f"{strategy} over {n} GPUs" + (f" ({gpus_per_node} per node x {nodes} nodes)" if nodes > 1 else "")) if n > 1 else "1 GPU"
+        found = at(n)
+        if isinstance(found, InputError):
+            return Trial(n, None, capacity, shape, reason=found.worded(wording.option))
+        row = next((r for r in found.rows if str(r.dtype) == dtype), None)
+        if row is None:
+            return Trial(n, None, capacity, shape, reason="no row for this dtype")
+        return _row_trial(row, n, capacity, shape)
+    return trial
+
+
+def _row_trial(row: Row, n: int, capacity: int, shape: str) -> Trial:
+    if row.serving:
+        plan = row.serving
+        details = {k: plan.get(k) for k in ("weights_bytes", "kv_cache_tokens", "max_concurrency", "max_model_len")}
+        return Trial(n, None, capacity, shape, verdict=bool(plan.get("fits")), details={**details, "method": str(row.method)},
+                     reason=None if plan.get("fits") is not None else "no serving plan (see the notes)")
+    fit = row.fit or {}
+    needed = fit.get("needed_bytes")
+    return Trial(n, needed, capacity, shape, reason=None if needed is not None else "no figure (see the row's notes)",
+                 details={"method": str(row.method)})
