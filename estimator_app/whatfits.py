@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,17 +36,31 @@ SHIPPED = Path(__file__).resolve().parent / "data" / "sweep.parquet"
 USES: dict[str, str] = {
     "load": "Load the weights",
     "inference": "Inference (generate at a context)",
-    "lora": "LoRA fine-tuning",
+    "lora": "LoRA fine-tuning (int4: QLoRA)",
     "full": "Full fine-tuning",
     "serving": "Serving (vLLM)",
 }
-PARAMS: tuple[str, ...] = ("fits_gpu", "fits_memory", "fits_use", "fits_dtype", "fits_scenario", "fits_filter")
+QLORA = "QLoRA: LoRA adapters over int4 (bitsandbytes NF4) weights"
+# ``fits_checkpointing`` came after the first six: a link without it means "either" (the scenario decides)
+PARAMS: tuple[str, ...] = ("fits_gpu", "fits_memory", "fits_use", "fits_dtype", "fits_scenario", "fits_filter", "fits_checkpointing")
+MEMORY_LABEL = "“Or its memory”"  # the tab's field, as its errors name it
+# A row whose own notes say its simulation failed (the formula was used instead) or that the setting is past what the
+# model can run (a sequence longer than its positions): never listed as fitting.
+UNRUNNABLE = ("simulation failed", "is longer than the model's")
 SHOWN = 500  # rows the table shows at most (the count says how many fit)
 GiB = 1024**3
 COLUMNS = ("Model", "Needed GiB", "Free GiB", "Weights GiB", "Peak GiB", "Max batch", "Max seq", "Method", "Library", "Architecture")
+# serving rows: vLLM's plan on the GPU swept (its KV cache and how many requests of max model length run at once)
+SERVING_COLUMNS = ("Model", "KV cache tokens", "Requests at once", "Max model len", "Weights GiB", "vLLM starts", "Max seqs",
+                   "Method", "Library", "Architecture")
 _READ = ("model", "revision", "library", "architecture", "dtype", "mode", "batch_size", "seq_len", "max_new_tokens", "optimizer",
          "lora_rank", "gradient_checkpointing", "pure_16bit", "device", "gpu", "gpu_memory_bytes", "total_bytes", "peak_bytes",
-         "needed_bytes", "fits", "max_batch", "max_seq", "method", "error", "share_query")
+         "needed_bytes", "fits", "max_batch", "max_seq", "method", "error", "share_query", "notes", "computed_at", "estimator_version",
+         "kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs")
+# vLLM's plan in a serving row's notes (a dataset without the plan's columns): "600,288 tokens; maximum concurrency for
+# 1,024 tokens per request: 586.22x" and "max_num_seqs 256"
+_KV_NOTE = re.compile(r"([\d,]+) tokens; maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x")
+_SEQS_NOTE = re.compile(r"max_num_seqs ([\d,]+)")
 
 
 class DatasetError(ValueError):
@@ -68,11 +83,14 @@ class Sweep:
         present = {u for u, _, _ in self.parts}
         return [use for use in USES if use in present]
 
-    def scenarios(self, use: str, dtype: str | None = None) -> list[str]:
-        """The scenarios swept for ``use`` (and ``dtype``), smallest first; load and serving have one each."""
+    def scenarios(self, use: str, dtype: str | None = None, checkpointing: bool | None = None) -> list[str]:
+        """The scenarios swept for ``use`` (and ``dtype``; with or without gradient checkpointing), smallest first; load and
+        serving have one each."""
         import pandas as pd
 
         found = {s: part.iloc[0] for (u, d, s), part in self.parts.items() if u == use and (not dtype or d == dtype)}
+        if checkpointing is not None:
+            found = {s: row for s, row in found.items() if bool(row["gradient_checkpointing"] is True) == checkpointing}
 
         def size(name: str) -> tuple[float, float, float]:
             row = found[name]
@@ -84,6 +102,22 @@ class Sweep:
     def gpus(self) -> list[str]:
         return sorted(self.frame["gpu"].dropna().unique().tolist())
 
+    def describe(self) -> str:
+        """Which dataset this is, in a sentence: where from, how many models, which GPUs, uses and dtypes, when it was made,
+        and how to point the tab at a larger one."""
+        frame = self.frame
+        where = ("the small sample dataset shipped with the app (estimator_app/data/sweep.parquet)" if self.source == str(SHIPPED)
+                 else f"the dataset {self.source}")
+        uses = ", ".join(USES[u].split(" (")[0] for u in self.uses())
+        made = pd_dates(frame["computed_at"])
+        version = sorted({str(v) for v in frame["estimator_version"].dropna().unique()})
+        return (f"Showing {where}: {frame['model'].nunique():,} models, {len(frame):,} rows; GPUs swept: {', '.join(self.gpus()) or 'none'}; "
+                f"uses: {uses}; dtypes: {', '.join(self.dtypes())}"
+                + (f"; made {made}" if made else "") + (f" by estimator {', '.join(version)}" if version else "")
+                + f". A model or setting it lacks is not listed: ask it on the first tab. For a larger dataset, build one with "
+                f"`estimate-memory sweep` (docs/sweep.md) and set {ENV} to its Parquet file, its folder, or a Hub dataset "
+                "ORG/NAME (read with huggingface_hub) before starting the app.")
+
 
 @dataclass(frozen=True)
 class Query:
@@ -93,8 +127,9 @@ class Query:
     memory: str | None = None
     use: str = "load"
     dtype: str = "bfloat16"
-    scenario: str | None = None  # None: the first scenario swept for the use
+    scenario: str | None = None  # None: the first scenario swept for the use (with ``checkpointing`` as asked)
     filter: str = ""
+    checkpointing: bool | None = None  # None: either (the scenario decides); True/False: the training scenarios with/without it
 
 
 @dataclass(frozen=True)
@@ -112,6 +147,22 @@ class Answer:
 def _dtype_order(dtype: str) -> tuple[int, str]:
     order = ("float32", "float16", "bfloat16", "float8", "int8", "int4")
     return (order.index(dtype), dtype) if dtype in order else (len(order), dtype)
+
+
+def pd_dates(column: Any) -> str:
+    """The first and last date of a timestamp column, ``"2026-11-25"`` or ``"2026-11-20 to 2026-11-25"``; empty without one."""
+    import pandas as pd
+
+    stamps = pd.to_datetime(column, errors="coerce", utc=True).dropna()
+    if stamps.empty:
+        return ""
+    first, last = stamps.min().date().isoformat(), stamps.max().date().isoformat()
+    return first if first == last else f"{first} to {last}"
+
+
+def unrunnable(notes: Any) -> bool:
+    """Whether a row's notes say its simulation failed or its setting is past what the model can run (:data:`UNRUNNABLE`)."""
+    return isinstance(notes, str) and any(words in notes for words in UNRUNNABLE)
 
 
 def use_of(mode: str, lora_rank: Any) -> str:
@@ -239,8 +290,12 @@ def capacity(query: Query) -> tuple[int, str]:
             raise ValueError("Pick a GPU or type its memory (e.g. 24GiB).")
         gpu = find_gpu(query.gpu)
         return gpu.total_bytes, gpu.name
-    except BadOptionError as exc:
-        raise ValueError(exc.message) from None
+    except BadOptionError as exc:  # in the tab's words: its fields, not the command line's flags
+        if exc.option == "gpu_memory":
+            raise ValueError(f"{MEMORY_LABEL} must be a size between 1 MiB and 1 PiB such as 24GiB, 80GB or 16384MiB "
+                             f"(GiB = 1024³ bytes, GB = 10⁹); got {str(query.memory)[:40]!r}.") from None
+        raise ValueError(f"“GPU” {str(query.gpu)[:40]!r} is not a GPU we know: pick one from the list, or type its memory "
+                         f"in {MEMORY_LABEL}.") from None
 
 
 def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
@@ -248,7 +303,7 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
     import pandas as pd
 
     total, name = capacity(query)
-    scenario = query.scenario or next(iter(sweep.scenarios(query.use, query.dtype)), None)
+    scenario = query.scenario or next(iter(sweep.scenarios(query.use, query.dtype, query.checkpointing)), None)
     chosen = sweep.parts.get((query.use, query.dtype, scenario or ""))
     if chosen is None:
         chosen = sweep.frame.iloc[:0]
@@ -258,6 +313,10 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
     failed = chosen["error"].notna().to_numpy()
     n_failed = len(set(chosen.loc[failed, "model"]) - set(chosen.loc[~failed, "model"]))  # no answer at all for this question
     chosen = chosen[~failed]
+    # a figure from a failed simulation, or for a setting the model cannot run, is no "fits": left out, and counted
+    cannot = chosen["notes"].map(unrunnable).to_numpy(dtype=bool)
+    not_run = sorted(set(chosen.loc[cannot, "model"]))
+    chosen = chosen[~cannot]
     if not query.memory and exact.any():  # the sweep's own answer for this GPU
         known = (chosen["fits"].notna() | chosen["needed_bytes"].notna()).to_numpy()
         n_unknown = int(chosen.loc[~known, "model"].nunique())
@@ -274,10 +333,69 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
     fit = chosen[fits.to_numpy(dtype=bool)]
     if query.filter.strip():
         fit = fit[fit["model"].str.contains(query.filter.strip(), case=False, regex=False, na=False)]
-    fit = fit.sort_values("needed_bytes", ascending=False)
+    fit = fit.sort_values("total_bytes" if query.use == "serving" else "needed_bytes", ascending=False)
     shown = fit.head(limit)
-    table = pd.DataFrame({
-        "Model": [f"[{m}](?{q})" for m, q in zip(shown["model"], shown["share_query"], strict=True)],
+    table = _serving_table(shown) if query.use == "serving" else _table(shown, total)
+    words = USES.get(query.use, query.use)
+    if query.use == "lora" and query.dtype == "int4":
+        words = QLORA
+    summary = (f"{len(fit):,} of {considered:,} models fit {name} ({total / GiB:.2f} GiB) — {words}, "
+               f"{query.dtype}, {scenario or 'no scenario swept'}")
+    if query.use == "serving":
+        summary += " (fits: vLLM starts with one request of max model length; serving plans are per GPU swept)"
+    if len(fit) > limit:
+        summary += f"; the {limit:,} largest shown"
+    if n_unknown > 0:
+        summary += f"; {n_unknown:,} without a figure for this (their notes in the dataset say why)"
+    if not_run:
+        names = ", ".join(not_run[:3]) + (", ..." if len(not_run) > 3 else "")
+        summary += (f"; {len(not_run):,} not listed because their simulation failed or the setting is past what they can run "
+                    f"({names}; their notes say which)")
+    if n_failed:
+        summary += f"; {n_failed:,} could not be estimated (their errors are in the dataset)"
+    return Answer(table=table, summary=summary + ".", fitting=len(fit), considered=considered, query=replace(query, scenario=scenario))
+
+
+def _link(frame: pd.DataFrame) -> list[str]:
+    return [f"[{m}](?{q})" for m, q in zip(frame["model"], frame["share_query"], strict=True)]
+
+
+def _serving_plan(row: Any) -> tuple[Any, Any, Any, Any]:
+    """(KV cache tokens, requests at once, max model length, max_num_seqs) of a serving row: its columns, else its notes."""
+    values = [row.get(k) for k in ("kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs")]
+    notes = row.get("notes") if isinstance(row.get("notes"), str) else ""
+    found = _KV_NOTE.search(notes)
+    seqs = _SEQS_NOTE.search(notes)
+    parsed: list[float | int | None] = [None] * 3
+    if found:
+        parsed = [int(found[1].replace(",", "")), float(found[3].replace(",", "")), int(found[2].replace(",", ""))]
+    parsed.append(int(seqs[1].replace(",", "")) if seqs else None)
+    return tuple(v if v is not None and v == v else p for v, p in zip(values, parsed, strict=True))  # type: ignore[return-value]
+
+
+def _serving_table(shown: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    plans = [_serving_plan(row) for row in shown.to_dict("records")]
+    return pd.DataFrame({
+        "Model": _link(shown),
+        "KV cache tokens": pd.array([p[0] for p in plans], dtype="Int64"),
+        "Requests at once": pd.array([None if p[1] is None else round(p[1], 2) for p in plans], dtype="Float64"),
+        "Max model len": pd.array([p[2] for p in plans], dtype="Int64"),
+        "Weights GiB": (shown["total_bytes"].astype("Float64") / GiB).round(2),
+        "vLLM starts": ["yes" if f is True else "no" if f is False else "" for f in shown["fits"].astype(object)],
+        "Max seqs": pd.array([p[3] for p in plans], dtype="Int64"),
+        "Method": shown["method"].astype("string"),
+        "Library": shown["library"].astype("string"),
+        "Architecture": shown["architecture"].astype("string"),
+    }, columns=list(SERVING_COLUMNS))
+
+
+def _table(shown: pd.DataFrame, total: int) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame({
+        "Model": _link(shown),
         "Needed GiB": (shown["needed_bytes"] / GiB).round(2),
         "Free GiB": ((total - shown["needed_bytes"]) / GiB).round(2),
         "Weights GiB": (shown["total_bytes"].astype("Float64") / GiB).round(2),
@@ -288,15 +406,6 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
         "Library": shown["library"].astype("string"),
         "Architecture": shown["architecture"].astype("string"),
     }, columns=list(COLUMNS))
-    summary = (f"{len(fit):,} of {considered:,} models fit {name} ({total / GiB:.2f} GiB) — {USES.get(query.use, query.use)}, "
-               f"{query.dtype}, {scenario or 'no scenario swept'}")
-    if len(fit) > limit:
-        summary += f"; the {limit:,} largest shown"
-    if n_unknown > 0:
-        summary += f"; {n_unknown:,} without a figure for this (their notes in the dataset say why)"
-    if n_failed:
-        summary += f"; {n_failed:,} could not be estimated (their errors are in the dataset)"
-    return Answer(table=table, summary=summary + ".", fitting=len(fit), considered=considered, query=replace(query, scenario=scenario))
 
 
 def from_params(params: Mapping[str, str]) -> Query | None:
@@ -304,15 +413,19 @@ def from_params(params: Mapping[str, str]) -> Query | None:
     if not any(name in params for name in PARAMS):
         return None
     query = Query()
-    changes = {name[len("fits_"):]: str(params[name]).strip()[:200] for name in PARAMS if name in params}
+    changes: dict[str, Any] = {name[len("fits_"):]: str(params[name]).strip()[:200] for name in PARAMS if name in params}
     if "memory" in changes and not changes["memory"]:
-        changes["memory"] = None  # type: ignore[assignment]  # empty: no size typed
+        changes["memory"] = None  # empty: no size typed
     if changes.get("scenario") == "":
-        changes["scenario"] = None  # type: ignore[assignment]
+        changes["scenario"] = None
+    if "checkpointing" in changes:
+        text = str(changes.pop("checkpointing")).lower()
+        changes["checkpointing"] = True if text in ("1", "true", "on", "yes") else False if text in ("0", "false", "off", "no") else None
     return replace(query, **changes)
 
 
 def to_params(query: Query) -> str:
     """The query string that reopens the tab on ``query`` (every parameter of :data:`PARAMS`, in order)."""
     return urlencode([("fits_gpu", query.gpu or ""), ("fits_memory", query.memory or ""), ("fits_use", query.use),
-                      ("fits_dtype", query.dtype), ("fits_scenario", query.scenario or ""), ("fits_filter", query.filter)])
+                      ("fits_dtype", query.dtype), ("fits_scenario", query.scenario or ""), ("fits_filter", query.filter),
+                      ("fits_checkpointing", "" if query.checkpointing is None else "1" if query.checkpointing else "0")])

@@ -185,3 +185,54 @@ def test_a_hub_dataset_named_by_the_setting_is_read_back(hub_server: str, tmp_pa
     assert got["rows"] == len(local.frame)
     assert got["fitting"] == whatfits.answer(local, Query(gpu="RTX 4090", use="load", dtype="bfloat16")).fitting
     assert "no-such-dataset" in got["missing"] and whatfits.ENV in got["missing"]
+
+
+def test_a_failed_simulation_or_a_setting_past_the_model_is_never_listed_as_fitting(tmp_path: Path) -> None:
+    """bert-base-cased at 2048 tokens: the formula's 0.6 GiB fits any GPU, but its note says the simulation failed
+    because 2048 is past its 512 positions; the row is left out and the summary names it."""
+    failed = ("simulation failed (RuntimeError: The expanded size of the tensor (2048) must match the existing size (512)); formula used; "
+              "warning: sequence length 2,048 is longer than the model's 512 positions (max_position_embeddings)")
+    rows = [_row("org/ok", "training", 3 * GiB, lora_rank=16, notes="peak in phase: optimizer_step"),
+            _row("google-bert/bert-base-cased", "training", GiB, lora_rank=16, method="formula", notes=failed),
+            _row("org/long", "training", GiB, lora_rank=16, notes="warning: sequence length 2,048 is longer than the model's 1,024 positions")]
+    pd.DataFrame(rows).to_parquet(tmp_path / "s.parquet")
+    sweep = whatfits.load(str(tmp_path / "s.parquet"))
+    for query in (Query(use="lora"), Query(use="lora", memory="80GiB")):
+        found = whatfits.answer(sweep, query)
+        assert [m.split("]")[0][1:] for m in found.table["Model"]] == ["org/ok"]
+        assert "2 not listed because their simulation failed or the setting is past what they can run" in found.summary
+        assert "google-bert/bert-base-cased" in found.summary
+
+
+def test_the_tab_names_its_dataset_and_how_to_use_a_larger_one(sweep: whatfits.Sweep) -> None:
+    text = sweep.describe()
+    assert "4 models" in text and "GPUs swept: A100 80GB, H100 80GB, L4, RTX 4090" in text
+    assert "ESTIMATOR_SWEEP_DATASET" in text and "Hub dataset ORG/NAME (read with huggingface_hub)" in text
+    shipped = whatfits.load(str(whatfits.SHIPPED)).describe()
+    assert shipped.startswith("Showing the small sample dataset shipped with the app") and "made 20" in shipped
+
+
+def test_qlora_checkpointing_and_serving_rows_in_words(tmp_path: Path) -> None:
+    plan = ("KV cache (auto, 36,864 bytes per token): 37,518 blocks of 16 tokens; 600,288 tokens; maximum concurrency for 1,024 "
+            "tokens per request: 586.22x (64 blocks per request); max_num_seqs 256, max_num_batched_tokens 2,048")
+    rows = [_row("org/a", "training", 3 * GiB, lora_rank=16, dtype="int4"),
+            _row("org/a", "training", 2 * GiB, lora_rank=16, dtype="int4", gradient_checkpointing=True),
+            _row("org/a", "serving", None, fits=True, notes=plan, peak_bytes=20 * GiB, total_bytes=GiB, method="simulated")]
+    pd.DataFrame(rows).to_parquet(tmp_path / "s.parquet")
+    sweep = whatfits.load(str(tmp_path / "s.parquet"))
+    qlora = whatfits.answer(sweep, Query(use="lora", dtype="int4", checkpointing=True))
+    assert "QLoRA: LoRA adapters over int4" in qlora.summary and qlora.query.scenario is not None and "checkpointing" in qlora.query.scenario
+    assert list(qlora.table["Needed GiB"]) == [2.0]
+    assert whatfits.answer(sweep, Query(use="lora", dtype="int4", checkpointing=False)).query.scenario == "batch 1 x 2048 tokens, rank 16, adamw"
+    served = whatfits.answer(sweep, Query(use="serving"))
+    assert list(served.table.columns) == list(whatfits.SERVING_COLUMNS) and "Peak GiB" not in served.table.columns
+    row = served.table.iloc[0]
+    assert (row["KV cache tokens"], row["Requests at once"], row["Max model len"], row["vLLM starts"], row["Max seqs"]) == (600288, 586.22, 1024, "yes", 256)
+    assert whatfits.from_params({"fits_checkpointing": "1"}) == Query(checkpointing=True)
+    assert whatfits.from_params({"fits_use": "lora"}) == Query(use="lora")  # a link from before the parameter: either
+
+
+def test_a_bad_size_is_worded_for_the_tab_not_the_command_line(sweep: whatfits.Sweep) -> None:
+    with pytest.raises(ValueError) as caught:
+        whatfits.answer(sweep, Query(memory="lots", use="load"))
+    assert str(caught.value).startswith("“Or its memory” must be a size") and "--" not in str(caught.value)
