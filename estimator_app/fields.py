@@ -135,11 +135,16 @@ OPTIONS: dict[str, str] = {
 
 
 MODE_CHOICES: tuple[tuple[str, str], ...] = (
-    ("Load it (weights)", "load"),
-    ("Run it (inference)", "inference"),
-    ("Fine-tune it (training)", "training"),
-    ("Serve it (vLLM)", "serving"),
+    ("Load (weights)", "load"),
+    ("Run (inference)", "inference"),
+    ("Fine-tune (training)", "training"),
+    ("Serve (vLLM)", "serving"),
 )  # the "What to do" radio: words shown, the mode sent (the link's ``mode`` value)
+
+
+def params_markdown() -> str:
+    """The share link's parameters as docs/app.md lists them (tests/test_app_form.py checks the doc against it)."""
+    return f"A link made by the app spells out all {len(FIELDS)} parameters, in this order: " + ", ".join(f"`{f}`" for f in FIELDS) + "."
 
 
 def short_label(field: str) -> str:

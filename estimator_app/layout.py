@@ -42,7 +42,8 @@ def first_screen(w: dict[str, Any]) -> list[gr.Button]:
     """Model, examples, what to do, GPU, context, dtypes; LoRA and checkpointing when fine-tuning."""
     w["model"] = gr.Textbox(label=LABELS["model"], placeholder=EXAMPLES[0], elem_id="model")
     with gr.Row(elem_classes="example-row", elem_id="examples"):
-        gr.HTML('<span class="mme-examples-label" id="examples-label">Examples:</span>', padding=False, container=False)
+        gr.HTML('<span class="mme-examples-label" id="examples-label">Examples:</span>', padding=False, container=False,
+                elem_id="examples-label-box")
         examples = [gr.Button(name, size="sm", variant="secondary", elem_classes="example") for name in EXAMPLES]
     w["mode"] = gr.Radio([(label, value) for label, value in MODE_CHOICES], value="load", label=LABELS["mode"], elem_id="mode",
                          info="Load: the weights. Run and fine-tune: the simulated peak of one step. Serve: vLLM's plan (needs a GPU).")

@@ -40,8 +40,10 @@ footer .show-api, footer .built-with, footer .settings { color: #4b5563 !importa
 .mme-setting { margin: 0 0 .2rem; font-weight: 600; font-size: 1.05rem; overflow-wrap: anywhere; }
 .mme-count { border-left: 4px solid #1d4ed8; padding: .3rem .8rem; overflow-wrap: anywhere; }
 .mme-count ul { margin: .2rem 0 0 1.1rem; padding: 0; }
-.mme-examples-label { font-size: .9rem; font-weight: 600; align-self: center; }
-#examples { align-items: center; flex-wrap: wrap; gap: .35rem; }
+.mme-examples-label { font-size: .9rem; font-weight: 600; white-space: nowrap; }
+#examples { align-items: center; flex-wrap: wrap; gap: .35rem; justify-content: flex-start !important; }
+#examples-label-box { flex: 0 0 auto !important; min-width: 0 !important; width: auto !important; }
+#mode label { flex: 0 1 auto; }
 #share-link input, #share-link textarea { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .fits-source { font-size: .9rem; margin: .2rem 0 .4rem; overflow-wrap: anywhere; }
 .mme-summary { margin: 0; }

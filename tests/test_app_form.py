@@ -297,3 +297,12 @@ def test_one_tensor_parallel_control_and_old_tp_links_keep_their_answer() -> Non
     form.check(FormState(model="a/b", mode="inference", tensor_parallel_size=2))
     with pytest.raises(ValueError, match="Tensor parallel size applies to running"):
         form.check(FormState(model="a/b", mode="training", tensor_parallel_size=2))
+
+
+def test_docs_app_md_lists_the_link_s_parameters_from_the_code() -> None:
+    from pathlib import Path
+
+    from estimator_app.fields import FIELDS, params_markdown
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "app.md").read_text().split())
+    assert params_markdown() in text and f"all {len(FIELDS)} parameters" in text and "sixteen" not in text

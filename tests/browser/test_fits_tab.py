@@ -101,6 +101,16 @@ def test_a_tab_link_opens_the_tab_with_its_answer(browser: Any, app_url: str, na
     assert shown_models(page) == [cell.split("]")[0][1:] for cell in truth.table["Model"]]
     assert any(cell.startswith("Needed GiB") for cell in grid_rows(page)[0])
     assert page.locator("#fits-memory input, #fits-memory textarea").first.input_value() == (memory or "")
+    # the tab names its dataset, and never lists a row whose own notes say its simulation failed (independently read here)
+    source = page.locator("#fits-source").inner_text()
+    frame = sweep.frame
+    assert f"{frame['model'].nunique()} models" in source and "shipped with the app" in source and "ESTIMATOR_SWEEP_DATASET" in source
+    assert "GPUs swept: " + ", ".join(sorted(frame["gpu"].dropna().unique())) in source
+    part = frame[(frame["use"] == use) & (frame["dtype"] == dtype) & (frame["scenario"] == query.scenario)]
+    failed = set(part.loc[part["notes"].fillna("").str.contains("simulation failed"), "model"])
+    assert "google-bert/bert-base-cased" in failed  # the shipped dataset's case: 2048 tokens past its 512 positions
+    assert not failed & set(shown_models(page))
+    assert "not listed because their simulation failed" in page.locator("#fits-status").inner_text()
     if gpu:  # the sweep's largest batch on that GPU is shown
         assert [row[5] for row in grid_rows(page)[1]] == ["" if v is pd.NA else str(v) for v in truth.table["Max batch"]]
     target = REPO_ROOT / "docs" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
@@ -117,5 +127,22 @@ def test_a_bad_memory_size_says_what_to_type(browser: Any, app_url: str) -> None
     page.set_default_timeout(90_000)
     page.goto(app_url + "?fits_memory=lots&fits_use=load")
     page.wait_for_function("() => { const s = document.querySelector('#fits-status'); return s && s.innerText.includes('24GiB'); }")
-    assert "Traceback" not in page.content()
+    status = page.locator("#fits-status").inner_text()
+    assert "Traceback" not in page.content() and "--" not in status and "“Or its memory”" in status
     context.close()
+
+
+def test_serving_rows_show_the_kv_cache_and_concurrency_not_a_budget_as_peak(browser: Any, app_url: str) -> None:
+    query = whatfits.Query(gpu="RTX 4090", use="serving", dtype="bfloat16")
+    truth = expected(query)
+    assert truth.fitting > 0
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    page.goto(app_url + "?" + whatfits.to_params(query))
+    wait_for_table(page, truth.table["Model"].iloc[0].split("]")[0][1:])
+    header, rows = grid_rows(page)
+    context.close()
+    names = [h.replace("⋮", "").strip() for h in header if h.strip()]
+    assert names[:7] == list(whatfits.SERVING_COLUMNS)[:7] and not any("Peak" in h for h in names)
+    assert [row[1] for row in rows] == [f"{v}" for v in truth.table["KV cache tokens"]]

@@ -73,9 +73,9 @@ def test_type_a_model_and_see_the_cli_s_bytes(page: Any, app_url: str, app_env: 
     model_box(page).fill(MODEL)
     page.locator("#go").click()
     wait_for_result(page, MODEL)
-    truth = cli_json(MODEL, app_env, "--cross-check")  # the app always cross-checks
+    truth = cli_json(MODEL, app_env, "--cross-check", "--dtypes", "float32", "bfloat16", "int8", "int4")  # the app always cross-checks
     table = table_by_dtype(page)
-    assert list(table) == [row["dtype"] for row in truth["rows"]] == ["float32", "float16", "int8", "int4"]
+    assert list(table) == [row["dtype"] for row in truth["rows"]] == ["float32", "bfloat16", "int8", "int4"]  # the page's defaults
     for row in truth["rows"]:
         shown = table[row["dtype"]]
         assert shown["Total size"] == format_bytes(row["total_bytes"])
@@ -229,7 +229,7 @@ def test_several_gpus_from_a_share_link(page: Any, app_url: str, app_env: dict[s
     truth = cli_json(MODEL, app_env, "--mode", "training", "--dtypes", "float32", "--batch-size", "1", "--seq-len", "128",
                      "--gpus", "4", "--strategy", "zero2", "--offload", "optimizer")
     row = table_by_dtype(page)["float32"]
-    assert row["Peak (training, per GPU: 4 x zero2)"] == format_bytes(truth["rows"][0]["peak_bytes"])
+    assert row["Peak (training, per GPU (× 4), zero2)"] == format_bytes(truth["rows"][0]["peak_bytes"])
     assert row["CPU memory per node (offload)"] == format_bytes(truth["rows"][0]["cpu_bytes"])
     link = page.locator("#share-link textarea, #share-link input").first.input_value()
     shown = dict(parse_qsl(urlsplit(link).query))
