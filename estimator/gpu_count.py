@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from estimator.api import estimate
-from estimator.errors import BadOptionError, InputError, Option
+from estimator.errors import BadOptionError, InputError, Option, UnsupportedError
 from estimator.fit.count import DDP_NOTE, MAX_GPUS, GPUCount, Trial, counts, fewest_gpus, layout
 from estimator.fit.gpus import custom_gpu, find_gpu
 from estimator.messages import CLI, Wording
@@ -84,6 +84,10 @@ def count_gpus(model: Any, *, mode: str = "training", strategy: str | None = Non
 
     first = at(1)
     assert isinstance(first, Estimate)
+    if first.library == "gguf":
+        raise UnsupportedError(["How many GPUs is not counted for GGUF files yet: llama.cpp splits the layers over the GPUs by their "
+                                "free memory (its layer split mode), which is not modelled; ", Option("n_gpu_layers"),
+                                " says how many layers fit one GPU."])
     where = "tensor parallel within a node, then pipeline stages of whole nodes" if mode == Mode.SERVING.value else (
         "tensor parallel within one node" if mode == Mode.INFERENCE.value else chosen)
     note = DDP_NOTE if chosen == Strategy.DDP.value else ""

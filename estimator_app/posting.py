@@ -128,6 +128,7 @@ def _cell(text: str) -> str:
 # result names its commit, and a reader of the post did not fill "Your GPU".
 _OPTION_NAMES = {keyword: short_label(field) for keyword, field in OPTIONS.items() if keyword != "token"} | {
     "revision": "Commit",
+    "mode": "Mode",  # the value is the mode's name (serving), which the form's "What to do" words differently
     "gpu": "GPU",
     "gpu_memory": "GPU memory",
     "trust_remote_code": "Runs the repo's own code",

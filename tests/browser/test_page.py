@@ -173,6 +173,9 @@ def test_training_options_from_a_share_link(browser: Any, app_url: str, name: st
     page.goto(app_url + "?model=meta-llama/Llama-3.1-8B&mode=training&dtypes=bfloat16&seq=256&checkpointing=1"
               "&lora=16&lora_targets=q_proj,v_proj&device=cuda")
     wait_for_result(page, "meta-llama/Llama-3.1-8B")
+    # fine-tuning's own questions are on the first screen, filled from the link (Advanced still closed)
+    assert page.locator("#lora input").first.input_value() == "16" and page.locator("#checkpointing input").first.is_checked()
+    assert page.locator("#setting").inner_text() == "Fine-tune, LoRA r16, adamw, gradient checkpointing · bfloat16 · batch 1 × 256 tokens · no GPU chosen"
     page.locator("#advanced").click()
     page.wait_for_timeout(1500)
     assert page.locator("#lora-targets textarea, #lora-targets input").first.input_value() == "q_proj,v_proj"
