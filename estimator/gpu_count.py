@@ -150,5 +150,5 @@ def _row_trial(row: Row, n: int, capacity: int, shape: str) -> Trial:
                      reason=None if plan.get("fits") is not None else "no serving plan (see the notes)")
     fit = row.fit or {}
     needed = fit.get("needed_bytes")
-    return Trial(n, needed, capacity, shape, reason=None if needed is not None else "no figure (see the row's notes)",
-                 details={"method": str(row.method)})
+    why = next((note for note in row.notes if "not simulated" in note or "peak_bytes is null" in note), "no figure (see the row's notes)")
+    return Trial(n, needed, capacity, shape, reason=None if needed is not None else why, details={"method": str(row.method)})

@@ -14,6 +14,7 @@ Pure (no Gradio):
 - :mod:`estimator_app.wording`: how the page words the core's errors (form labels, not CLI flags).
 - :mod:`estimator_app.lanes`: admission (workers, the builder lane, queue size).
 - :mod:`estimator_app.answers`: one request's estimate and its renderings, cached.
+- :mod:`estimator_app.howmany`: "How many GPUs do I need?" for the form's request, and its answer in words.
 
 Gradio's side: :mod:`estimator_app.layout` (the form's and the result area's widgets),
 :mod:`estimator_app.handlers` (the event handlers) and

@@ -77,6 +77,10 @@ def rendered(result: Estimate, gpu: str | None, device: str = "cuda") -> Rendere
     if cached is not None:
         return cached
     DOWNLOADS.mkdir(parents=True, exist_ok=True)
+    n = tables.per_gpu_count(result)
+    caption = fits_on.fits_caption(result.mode, fits_on.allocator_counted(result), gpu_chosen=bool(gpu or result.options.get("gpu_memory")))
+    if n > 1:
+        caption = f"Each verdict is for one GPU of {n}: the figures are per GPU (× {n}). " + caption
     csv_path, json_path = tables.write_downloads(result, DOWNLOADS / key[0])
     made = Rendered(
         summary=tables.summary_html(result),
@@ -85,7 +89,7 @@ def rendered(result: Estimate, gpu: str | None, device: str = "cuda") -> Rendere
         json_path=str(json_path),
         chart=chart.chart_html(result),
         fits=(tables.serving_html(result) if result.mode.value == "serving"
-              else tables.fits_html(result, fits_on.fits_frame(result, gpu), fits_on.fits_caption(result.mode, fits_on.allocator_counted(result), gpu_chosen=bool(gpu or result.options.get("gpu_memory"))), device)),
+              else tables.fits_html(result, fits_on.fits_frame(result, gpu), caption, device)),
         method=tables.method_note(result),
     )
     _RENDERED.put(key, made)

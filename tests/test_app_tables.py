@@ -54,3 +54,27 @@ def test_method_note_and_summary(gpt2) -> None:
     note = method_note(gpt2)
     assert "*exact*" in note and "1024³" in note and "activations are not included" in note
     assert f"<strong>{gpt2.model}</strong>" in summary_html(gpt2) and "gpt2" in gpt2.model
+
+
+def test_the_first_line_states_the_setting_and_per_gpu_figures_say_times_n() -> None:
+    from estimator.fit.table import fits_caption
+    from estimator.options import Mode
+    from estimator.result import Estimate
+    from estimator_app.tables import per_gpu_count, setting_words
+
+    def made(mode: str, **options: object) -> Estimate:
+        return Estimate(model="org/m", revision=None, library="transformers", architecture=None, source="hub", mode=Mode(mode),
+                        options={"mode": mode, "dtypes": ["bfloat16", "int4"], **options}, rows=())
+
+    lora = made("training", batch_size=2, seq_len=512, optimizer="adamw", gradient_checkpointing=True, lora_rank=16, gpu="RTX 4090",
+                device="cuda")
+    assert setting_words(lora) == "Fine-tune, QLoRA r16 (int4 rows), adamw, gradient checkpointing · bfloat16, int4 · batch 2 × 512 tokens · on RTX 4090"
+    zero = made("training", batch_size=1, seq_len=128, optimizer="adamw", gpu="A100 80GB", device="cuda", gpus=8, nodes=2, strategy="zero3")
+    assert per_gpu_count(zero) == 16 and setting_words(zero).endswith("on A100 80GB, per GPU (× 16, zero3)")
+    served = made("serving", max_model_len=4096, tensor_parallel_size=2, pipeline_parallel_size=2, gpu_memory="24GiB")
+    assert setting_words(served) == "Serve with vLLM · bfloat16, int4 · max model length 4,096 · on 24GiB, per GPU (× 4)"
+    assert setting_words(made("inference", batch_size=1, seq_len=64, max_new_tokens=8, device="cpu")) == \
+        "Run (inference) · bfloat16, int4 · batch 1 × 64 tokens + 8 new · on CPU"
+    assert "choose a GPU" in fits_caption("training", allocator=False)
+    chosen = fits_caption("training", allocator=False, gpu_chosen=True)
+    assert "choose a GPU" not in chosen and "not modelled per GPU under a strategy" in chosen
