@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strategy", default=None, help="ddp, zero1, zero2, zero3, fsdp (training) or tp (inference): figures per GPU")
     parser.add_argument("--offload", default="none", help="ZeRO: none, optimizer or optimizer+params (default: none)")
     parser.add_argument("--format", default="table", help="table, json, csv or markdown (default: table)")
+    parser.add_argument("--count-gpus", action="store_true",
+                        help="also: the fewest GPUs of --gpu (or --gpu-memory) that fit this training (--strategy, default fsdp), inference or serving request")
     parser.add_argument("--cross-check", action="store_true", help="also build the model on meta and compare with the checkpoint's headers")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each Hub call (default: 10)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -119,6 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             gpus=args.gpus, nodes=args.nodes, strategy=args.strategy, offload=args.offload,
         )
         text = render(result, output_format)
+        if args.count_gpus:  # the same request at 1, 2, 4, 8... GPUs (estimator.gpu_count)
+            from estimator.gpu_count import count_text
+
+            text = count_text(vars(args), output_format.value, text)
     except BaseException as exc:  # the one place every failure becomes a user message
         if isinstance(exc, SystemExit):
             raise

@@ -23,7 +23,7 @@ from estimator.messages import CLI, Wording
 from estimator.options import Mode, Strategy
 from estimator.result import Estimate, Row
 
-__all__ = ["USES", "count_gpus"]
+__all__ = ["USES", "count_gpus", "count_text"]
 
 USES = (Mode.TRAINING.value, Mode.INFERENCE.value, Mode.SERVING.value)
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "decoder_attention_heads")  # transformers' attribute_map names
@@ -152,3 +152,25 @@ def _row_trial(row: Row, n: int, capacity: int, shape: str) -> Trial:
     needed = fit.get("needed_bytes")
     why = next((note for note in row.notes if "not simulated" in note or "peak_bytes is null" in note), "no figure (see the row's notes)")
     return Trial(n, needed, capacity, shape, reason=None if needed is not None else why, details={"method": str(row.method)})
+
+
+def count_text(parsed: dict[str, Any], output_format: str, rendered: str) -> str:
+    """The CLI's ``--count-gpus``: ``rendered`` (the single answer) followed by the count, from the options as the CLI parsed
+    them (its flags' names are :func:`estimator.estimate`'s): lines for a table or Markdown, a ``gpu_count`` object in JSON."""
+    import inspect
+    import json
+
+    if output_format == "csv":
+        raise BadOptionError([Option("count_gpus"), " answers in table, json or markdown, not csv."], option="count_gpus")
+    known = set(inspect.signature(estimate).parameters) - {"model", "timeout", *VARIED}
+    options = {k: v for k, v in parsed.items() if k in known and v is not None}
+    counted = count_gpus(parsed["model"], mode=str(parsed.get("mode") or "load"), strategy=parsed.get("strategy"), gpu=parsed.get("gpu"),
+                         gpu_memory=parsed.get("gpu_memory"), **options)
+    if output_format == "json":
+        data = json.loads(rendered)
+        data["gpu_count"] = {dtype: found.to_dict() for dtype, found in counted.items()}
+        return json.dumps(data, indent=2)
+    return rendered.rstrip("\n") + "\n\nHow many GPUs:\n" + "\n".join(f"- {found.sentence(dtype)}" for dtype, found in counted.items())
+
+
+VARIED = ("gpus", "nodes", "strategy", "tensor_parallel_size", "pipeline_parallel_size", "gpu", "gpu_memory", "mode")

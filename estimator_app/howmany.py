@@ -11,14 +11,13 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from estimator.gpu_count import count_gpus
-from estimator.units import format_bytes
 from estimator_app import form
 from estimator_app.fields import short_label
 from estimator_app.lanes import lanes
 from estimator_app.wording import PAGE
 
 if TYPE_CHECKING:
-    from estimator.fit.count import GPUCount, Trial
+    from estimator.fit.count import GPUCount
 
 VARIED = ("gpus", "nodes", "strategy", "tensor_parallel_size", "pipeline_parallel_size", "gpu", "gpu_memory", "mode", "revision")
 NEEDS = (f"To count GPUs, choose {short_label('gpu')!r} (or type its memory under Advanced) and what to do: run it, fine-tune it or "
@@ -43,32 +42,9 @@ def count(state: form.FormState, token: str | None) -> dict[str, GPUCount]:
     return lanes().run(("count", state.model, tuple(sorted((k, str(v)) for k, v in kwargs.items()))), work)
 
 
-def _per_gpu(trial: Trial, n: int) -> str:
-    if trial.details.get("kv_cache_tokens") is not None:  # serving: vLLM's plan per GPU
-        tokens, concurrency, length = (trial.details.get(k) for k in ("kv_cache_tokens", "max_concurrency", "max_model_len"))
-        return (f"{tokens:,} tokens of KV cache per GPU (× {n}), {concurrency:,.2f} requests of {length:,} tokens at once"
-                if isinstance(tokens, int) and isinstance(concurrency, (int, float)) and isinstance(length, int) else "vLLM starts")
-    if trial.needed_bytes is None:
-        return trial.reason or "no figure"
-    return f"{format_bytes(trial.needed_bytes)} per GPU (× {n}) of {format_bytes(trial.capacity_bytes)}"
-
-
 def sentence(dtype: str, found: GPUCount) -> str:
-    """One dtype's answer: ``"bfloat16: 4 × RTX 4090 (fsdp over 4 GPUs): 20.1 GiB per GPU (× 4) of 23.5 GiB; 2 do not fit (30.2 GiB)"``."""
-    answer = found.answer
-    if answer is None:
-        last = found.trials[-1]
-        return (f"{dtype}: no count up to {last.gpus} {found.gpu} fits ({last.layout}: {_per_gpu(last, last.gpus)})"
-                + (f". {found.note}" if found.note and "DDP" in found.note else "") + ".")
-    text = f"{dtype}: {answer.gpus} × {found.gpu} ({answer.layout}): {_per_gpu(answer, answer.gpus)}"
-    below = found.below
-    if below is not None:
-        shown = format_bytes(below.needed_bytes) if below.needed_bytes is not None else (below.reason or "vLLM does not start")
-        text += f"; {below.gpus} {'does' if below.gpus == 1 else 'do'} not fit ({shown})"
-    method = answer.details.get("method")
-    if method and method != "simulated":
-        text += f" [method {method}: not simulated, see the notes]"
-    return text + "."
+    """One dtype's answer in words (the core's :meth:`~estimator.fit.count.GPUCount.sentence`)."""
+    return found.sentence(dtype)
 
 
 def count_html(counts: dict[str, GPUCount]) -> str:

@@ -88,3 +88,18 @@ def test_a_count_that_cannot_be_asked_is_refused_in_one_line() -> None:
         count_gpus(LLAMA, mode="training", gpu="T4", gpus=4)
     with pytest.raises(BadOptionError, match="training strategy"):
         count_gpus(LLAMA, mode="serving", gpu="T4", strategy="zero3")
+
+
+def test_the_cli_s_count_gpus_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from estimator.cli import main
+
+    args = [LLAMA, "--mode", "serving", "--gpu", "T4", "--dtypes", "float16", "--max-model-len", "4096", "--count-gpus"]
+    assert main([*args, "--format", "json"]) == 0
+    counted = json.loads(capsys.readouterr().out)["gpu_count"]["float16"]
+    assert counted["gpus"] == 2 and [t["gpus"] for t in counted["trials"]] == [1, 2] and counted["trials"][1]["fits"] is True
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "How many GPUs:\n- float16: 2 × T4 (tensor parallel 2 x pipeline parallel 1): " in out and "; 1 does not fit (" in out
+    assert main([*args, "--format", "csv"]) == 2 and "--count-gpus answers in table, json or markdown" in capsys.readouterr().err

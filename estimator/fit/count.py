@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator.units import format_bytes
+
 __all__ = ["DDP_NOTE", "GPU_PER_NODE", "MAX_GPUS", "GPUCount", "Trial", "counts", "fewest_gpus", "layout"]
 
 GPU_PER_NODE = 8  # a node's GPUs (DGX/HGX): tensor parallelism stays within one
@@ -71,10 +73,38 @@ class GPUCount:
         earlier = [t for t in self.trials if found is not None and t.gpus < found.gpus]
         return earlier[-1] if earlier else None
 
+    def sentence(self, dtype: str) -> str:
+        """One dtype's answer in words: ``"bfloat16: 4 × RTX 4090 (fsdp over 4 GPUs): 20.10 GiB per GPU (× 4) of 23.52 GiB;
+        2 do not fit (30.20 GiB)."`` (the page and the CLI's ``--count-gpus`` say it so)."""
+        answer = self.answer
+        if answer is None:
+            last = self.trials[-1]
+            return (f"{dtype}: no count up to {last.gpus} {self.gpu} fits ({last.layout}: {_per_gpu(last, last.gpus)})"
+                    + (f". {self.note}" if self.note == DDP_NOTE else "") + ".")
+        text = f"{dtype}: {answer.gpus} × {self.gpu} ({answer.layout}): {_per_gpu(answer, answer.gpus)}"
+        below = self.below
+        if below is not None:
+            shown = format_bytes(below.needed_bytes) if below.needed_bytes is not None else (below.reason or "vLLM does not start")
+            text += f"; {below.gpus} {'does' if below.gpus == 1 else 'do'} not fit ({shown})"
+        method = answer.details.get("method")
+        if method and method != "simulated":
+            text += f" [method {method}: not simulated, see the notes]"
+        return text + "."
+
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "capacity_bytes": self.capacity_bytes, "gpus": self.gpus, "note": self.note,
                 "trials": [{"gpus": t.gpus, "needed_bytes": t.needed_bytes, "fits": t.fits, "layout": t.layout,
                             "reason": t.reason, **t.details} for t in self.trials]}
+
+
+def _per_gpu(trial: Trial, n: int) -> str:
+    if trial.details.get("kv_cache_tokens") is not None:  # serving: vLLM's plan per GPU
+        tokens, concurrency, length = (trial.details.get(k) for k in ("kv_cache_tokens", "max_concurrency", "max_model_len"))
+        return (f"{tokens:,} tokens of KV cache per GPU (× {n}), {concurrency:,.2f} requests of {length:,} tokens at once"
+                if isinstance(tokens, int) and isinstance(concurrency, (int, float)) and isinstance(length, int) else "vLLM starts")
+    if trial.needed_bytes is None:
+        return trial.reason or "no figure"
+    return f"{format_bytes(trial.needed_bytes)} per GPU (× {n}) of {format_bytes(trial.capacity_bytes)}"
 
 
 def counts(limit: int = MAX_GPUS, per_node: int = GPU_PER_NODE) -> tuple[int, ...]:
