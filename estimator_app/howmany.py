@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from estimator.fit.count import GPUCount
 
 VARIED = ("gpus", "nodes", "strategy", "tensor_parallel_size", "pipeline_parallel_size", "gpu", "gpu_memory", "mode", "revision")
-NEEDS = (f"To count GPUs, choose {short_label('gpu')!r} (or type its memory under Advanced) and what to do: run it, fine-tune it or "
-         "serve it (loading counts no activations).")
+NEEDS = (f"To count GPUs, choose “{short_label('gpu')}” (or type its memory under Advanced) and, in “{short_label('mode')}”, "
+         "run it, fine-tune it or serve it (loading counts no activations), with the target device cuda.")
 
 
 def count(state: form.FormState, token: str | None) -> dict[str, GPUCount]:

@@ -121,3 +121,17 @@ def test_a_local_model_fills_every_output(monkeypatch: pytest.MonkeyPatch) -> No
 def test_nothing_to_post_before_a_result() -> None:
     title, message = refusal(app.preview_post(None, "", ""))
     assert re.search("Estimate a model first", message), message
+
+
+def test_counting_gpus_says_what_it_needs_in_the_page_s_words() -> None:
+    from estimator.result import Estimate
+    from estimator_app import form
+
+    assert "Estimate a model first" in app.count_form(*form.to_fields(form.FormState(model="gpt2")), "", None)
+    last = Estimate(model="gpt2", revision=None, library="transformers", architecture=None, source="hub", mode="load", options={}, rows=())
+    loading = app.count_form(*form.to_fields(form.FormState(model="gpt2", gpu="T4")), "", last)
+    assert "Check the form" in loading and "“Your GPU”" in loading and "run it, fine-tune it or serve it" in loading
+    no_gpu = app.count_form(*form.to_fields(form.FormState(model="gpt2", mode="training")), "", last)
+    assert "Check the form" in no_gpu and "--" not in no_gpu
+    tp_training = app.count_form(*form.to_fields(form.FormState(model="gpt2", mode="training", gpu="T4", tensor_parallel_size=2)), "", last)
+    assert "Tensor parallel size applies to running" in tp_training
