@@ -21,7 +21,6 @@ logger = logging.getLogger("estimator_app")
 INPUTS: tuple[str, ...] = whatfits.PARAMS  # the widgets, named and ordered as the tab's link parameters
 OUTPUTS: tuple[str, ...] = ("fits_status", "fits_table", "fits_query")
 DATATYPES: list[Any] = ["markdown", "number", "number", "number", "number", "number", "number", "str", "str", "str"]
-SERVING_DATATYPES: list[Any] = ["markdown", "number", "number", "number", "number", "str", "number", "str", "str", "str"]
 CHECKPOINTING = [("either", ""), ("without", "0"), ("with", "1")]  # gradient checkpointing (fine-tuning), as fits_checkpointing
 WIDTHS: list[str | int] = [240, 96, 96, 104, 96, 96, 96, 104, 128, 200]  # px: headers stay on one or two lines
 USE_CHOICES = [(label, key) for key, label in USES.items()]
@@ -103,9 +102,8 @@ def show(gpu: str | None, memory: str | None, use: str, dtype: str | None, scena
     except Exception:
         logger.exception("what-fits query failed: %r", query)
         return '<div class="mme-error" role="alert">Internal error; the server logged it.</div>', gr.skip(), ""
-    serving = query.use == "serving"
-    table = gr.Dataframe(value=found.table, headers=list(found.table.columns), datatype=SERVING_DATATYPES if serving else DATATYPES)
-    return f'<p class="fits-summary">{escape(found.summary)}</p>', table, whatfits.to_params(found.query)
+    # a plain DataFrame (its columns are the headers): serving's columns have the same types in the same places
+    return f'<p class="fits-summary">{escape(found.summary)}</p>', found.table, whatfits.to_params(found.query)
 
 
 def load_link(request: gr.Request) -> tuple[Any, ...]:

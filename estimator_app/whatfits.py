@@ -51,16 +51,18 @@ SHOWN = 500  # rows the table shows at most (the count says how many fit)
 GiB = 1024**3
 COLUMNS = ("Model", "Needed GiB", "Free GiB", "Weights GiB", "Peak GiB", "Max batch", "Max seq", "Method", "Library", "Architecture")
 # serving rows: vLLM's plan on the GPU swept (its KV cache and how many requests of max model length run at once)
-SERVING_COLUMNS = ("Model", "KV cache tokens", "Requests at once", "Max model len", "Weights GiB", "vLLM starts", "Max seqs",
-                   "Method", "Library", "Architecture")
+# (numbers where COLUMNS has numbers, so one table widget, its column types set once, shows either)
+SERVING_COLUMNS = ("Model", "KV cache tokens", "Requests at once", "Max model len", "Weights GiB", "Max seqs", "Max batched tokens",
+                   "vLLM starts", "Method", "Architecture")
 _READ = ("model", "revision", "library", "architecture", "dtype", "mode", "batch_size", "seq_len", "max_new_tokens", "optimizer",
          "lora_rank", "gradient_checkpointing", "pure_16bit", "device", "gpu", "gpu_memory_bytes", "total_bytes", "peak_bytes",
          "needed_bytes", "fits", "max_batch", "max_seq", "method", "error", "share_query", "notes", "computed_at", "estimator_version",
-         "kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs")
+         "kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs", "max_num_batched_tokens")
 # vLLM's plan in a serving row's notes (a dataset without the plan's columns): "600,288 tokens; maximum concurrency for
 # 1,024 tokens per request: 586.22x" and "max_num_seqs 256"
 _KV_NOTE = re.compile(r"([\d,]+) tokens; maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x")
 _SEQS_NOTE = re.compile(r"max_num_seqs ([\d,]+)")
+_TOKENS_NOTE = re.compile(r"max_num_batched_tokens ([\d,]+)")
 
 
 class DatasetError(ValueError):
@@ -360,9 +362,10 @@ def _link(frame: pd.DataFrame) -> list[str]:
     return [f"[{m}](?{q})" for m, q in zip(frame["model"], frame["share_query"], strict=True)]
 
 
-def _serving_plan(row: Any) -> tuple[Any, Any, Any, Any]:
-    """(KV cache tokens, requests at once, max model length, max_num_seqs) of a serving row: its columns, else its notes."""
-    values = [row.get(k) for k in ("kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs")]
+def _serving_plan(row: Any) -> tuple[Any, ...]:
+    """(KV cache tokens, requests at once, max model length, max_num_seqs, max_num_batched_tokens) of a serving row: its
+    columns, else its notes."""
+    values = [row.get(k) for k in ("kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs", "max_num_batched_tokens")]
     notes = row.get("notes") if isinstance(row.get("notes"), str) else ""
     found = _KV_NOTE.search(notes)
     seqs = _SEQS_NOTE.search(notes)
@@ -370,7 +373,9 @@ def _serving_plan(row: Any) -> tuple[Any, Any, Any, Any]:
     if found:
         parsed = [int(found[1].replace(",", "")), float(found[3].replace(",", "")), int(found[2].replace(",", ""))]
     parsed.append(int(seqs[1].replace(",", "")) if seqs else None)
-    return tuple(v if v is not None and v == v else p for v, p in zip(values, parsed, strict=True))  # type: ignore[return-value]
+    batched = _TOKENS_NOTE.search(notes)
+    parsed.append(int(batched[1].replace(",", "")) if batched else None)
+    return tuple(v if v is not None and v == v else p for v, p in zip(values, parsed, strict=True))
 
 
 def _serving_table(shown: pd.DataFrame) -> pd.DataFrame:
@@ -383,10 +388,10 @@ def _serving_table(shown: pd.DataFrame) -> pd.DataFrame:
         "Requests at once": pd.array([None if p[1] is None else round(p[1], 2) for p in plans], dtype="Float64"),
         "Max model len": pd.array([p[2] for p in plans], dtype="Int64"),
         "Weights GiB": (shown["total_bytes"].astype("Float64") / GiB).round(2),
-        "vLLM starts": ["yes" if f is True else "no" if f is False else "" for f in shown["fits"].astype(object)],
         "Max seqs": pd.array([p[3] for p in plans], dtype="Int64"),
+        "Max batched tokens": pd.array([p[4] for p in plans], dtype="Int64"),
+        "vLLM starts": ["yes" if f is True else "no" if f is False else "" for f in shown["fits"].astype(object)],
         "Method": shown["method"].astype("string"),
-        "Library": shown["library"].astype("string"),
         "Architecture": shown["architecture"].astype("string"),
     }, columns=list(SERVING_COLUMNS))
 

@@ -227,7 +227,8 @@ def test_qlora_checkpointing_and_serving_rows_in_words(tmp_path: Path) -> None:
     served = whatfits.answer(sweep, Query(use="serving"))
     assert list(served.table.columns) == list(whatfits.SERVING_COLUMNS) and "Peak GiB" not in served.table.columns
     row = served.table.iloc[0]
-    assert (row["KV cache tokens"], row["Requests at once"], row["Max model len"], row["vLLM starts"], row["Max seqs"]) == (600288, 586.22, 1024, "yes", 256)
+    assert (row["KV cache tokens"], row["Requests at once"], row["Max model len"], row["vLLM starts"], row["Max seqs"],
+            row["Max batched tokens"]) == (600288, 586.22, 1024, "yes", 256, 2048)
     assert whatfits.from_params({"fits_checkpointing": "1"}) == Query(checkpointing=True)
     assert whatfits.from_params({"fits_use": "lora"}) == Query(use="lora")  # a link from before the parameter: either
 
