@@ -111,6 +111,7 @@ def estimate(
     files = tuple(s.rfilename for s in (info.siblings or []))
     if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
         result = gguf.gguf_estimate(info, options=options, token=token, timeout=timeout, capacity_bytes=gpu_capacity(options))
+        result = _with_gguf_fit(result, options)
         if info.sha:
             _CACHE.put(key, result)
         return result
@@ -131,6 +132,16 @@ def gpu_capacity(options: Options) -> int | None:
     from estimator.fit.runtime import CUDA_CONTEXT_BYTES
 
     return gpu.total_bytes - CUDA_CONTEXT_BYTES
+
+
+def _with_gguf_fit(result: Estimate, options: Options) -> Estimate:
+    """A GGUF estimate with ``fit`` on its inference rows for the GPU asked about (llama.cpp's offload plan)."""
+    gpu = target_gpu(options)
+    if gpu is None:
+        return result
+    from estimator.fit.gguf_fit import with_gguf_fit
+
+    return replace(result, rows=with_gguf_fit(result.rows, gpu))
 
 
 def _refuse_gguf_options(options: Options, model: str) -> None:

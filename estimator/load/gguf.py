@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
-from estimator.gguf import compute, kv_cache, offload
+from estimator.gguf import compute, kv_cache, placement
 from estimator.gguf.header import FIRST_READ, GGUFHeader, read_header
 from estimator.gguf.hparams import hparams
 from estimator.gguf.weights import weights
@@ -112,6 +112,11 @@ def _ctx_source(spec: GGUFSpec, context: int | None) -> str:
     return " (seq_len + max_new_tokens)" if context is not None else " (the model's training context, llama.cpp's default)"
 
 
+def _ctx_kind(spec: GGUFSpec, context: int | None) -> str:
+    """Where the context came from: "given" (--ctx), "prompt" (seq_len + max_new_tokens) or "training" (-c 0)."""
+    return "given" if spec.ctx is not None else "prompt" if context is not None else "training"
+
+
 def _type_summary(by_type: dict[str, int]) -> str:
     return ", ".join(f"{name} {format_bytes(size)}" for name, size in by_type.items())
 
@@ -151,22 +156,23 @@ def _row(label: str, members: list[str], headers: dict[str, GGUFHeader], mode: M
         f"{'on' if flash else 'off'}{' (auto: on where the backend supports it, as CPU and CUDA do)' if spec.flash_attn is FlashAttn.AUTO else ''}: "
         "a formula checked against llama.cpp (docs/gguf.md); weights, KV cache and output buffer (logits) are exact",
     ]
+    plan = placement.Plan(hp=hp, w=w, n_ctx=n_ctx, ctx_source=_ctx_kind(spec, context), type_k=spec.cache_type, type_v=spec.type_v,
+                          flash_attn=flash, n_gpu_layers=spec.n_gpu_layers)
     offload_split = None
-    if spec.n_gpu_layers is not None:
-        offload_split = offload.split(w, kv, bufs, spec.n_gpu_layers)
-    elif capacity_bytes is not None:
-        offload_split = offload.fit(w, kv, bufs, capacity_bytes)
-    if offload_split is not None:
-        where = f" on {gpu} ({format_bytes(capacity_bytes)} usable)" if gpu and capacity_bytes is not None else ""
-        fits = "" if capacity_bytes is None else ("; fits" if offload_split.gpu_bytes <= capacity_bytes else "; does not fit")
-        notes.append(
-            f"offload{where}: n_gpu_layers {offload_split.n_gpu_layers} of {offload_split.n_offloadable}: GPU "
-            f"{format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)}{fits} (token embeddings stay on the CPU)"
-        )
+    if capacity_bytes is not None:  # the verdict on that GPU, the same sentence as the "fits on" table's (estimator.gguf.placement)
+        answer = plan.answer(capacity_bytes)
+        offload_split = answer.split
+        notes.append(f"offload on {gpu or 'the GPU'} ({format_bytes(capacity_bytes)} usable): n_gpu_layers {offload_split.n_gpu_layers} of "
+                     f"{offload_split.n_offloadable}: GPU {format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)} "
+                     f"(token embeddings stay on the CPU); {answer.text()}")
+    elif spec.n_gpu_layers is not None:
+        offload_split = plan.split(n_ctx, spec.n_gpu_layers)
+        notes.append(f"offload: n_gpu_layers {offload_split.n_gpu_layers} of {offload_split.n_offloadable}: GPU "
+                     f"{format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)} (token embeddings stay on the CPU)")
     row = Row(
         dtype=label, total_bytes=w.total, largest_layer_bytes=largest, training_adam_bytes=None, method="formula",
         peak_bytes=sum(components.values()), components=components, notes=tuple(notes),
-        offload=None if offload_split is None else offload_split.to_dict(),
+        offload=None if offload_split is None else offload_split.to_dict(), gguf_plan=plan,
     )
     return row, n_ctx
 
