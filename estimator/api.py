@@ -13,7 +13,7 @@ from estimator.options import DType, Library, Mode, Options, parse_options, seco
 from estimator.result import Estimate, Row
 from estimator.source import hub
 from estimator.source.limits import check_config, max_positions
-from estimator.source.reference import ModelRef, parse_reference
+from estimator.source.reference import ModelRef, is_gguf_path, parse_reference
 from estimator.source.resolve import Resolved, resolve_hub, resolve_local
 
 if TYPE_CHECKING:
@@ -85,6 +85,9 @@ def estimate(
         ref = model if revision is None else replace(model, revision=revision)
     else:
         ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
+    if ref.path is not None and is_gguf_path(ref.path):  # a local .gguf file, or a folder of them: llama.cpp's rows
+        result = gguf.local_gguf_estimate(ref.path, options=options, capacity_bytes=gpu_capacity(options))
+        return _with_gguf_fit(result, options)
     if ref.path is not None:
         _refuse_gguf_options(options, str(ref.path))
         resolved = resolve_local(ref, options.load.library)

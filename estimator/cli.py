@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="How much memory a Hugging Face model needs to load, run and train, per dtype, without downloading weights.",
         epilog="Many models at once, on Ray, into a Parquet dataset: estimate-memory sweep --help (docs/sweep.md).",
     )
-    parser.add_argument("model", help="Hub repo id (org/name or a legacy id like gpt2), Hub URL, or a local folder with a config.json")
+    parser.add_argument("model", help="Hub repo id (org/name or a legacy id like gpt2), Hub URL, a local folder with a config.json, or a local .gguf file")
     parser.add_argument("--library", "--library_name", default="auto", help="auto, transformers, timm, diffusers, sentence-transformers (default: auto)")
     parser.add_argument("--dtypes", nargs="+", default=None, help="float32 float16 bfloat16 float8 int8 int4, space- or comma-separated (default: float32 float16 int8 int4)")
     parser.add_argument("--bnb-compute-dtype", default=None,

@@ -20,8 +20,10 @@ their own and get no row.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.gguf import compute, kv_cache, placement
@@ -185,20 +187,63 @@ def gguf_estimate(
     ``capacity_bytes``: the usable memory of the GPU asked for (``options.hardware.gpu``), to split
     the layers by; ``options.gguf.n_gpu_layers`` fixes the split instead.
     """
-    mode, spec = options.mode, options.gguf
-    check_mode(info.id, mode, revision=info.sha)
-    shape = options.work.shape
-    if mode is Mode.INFERENCE and shape.batch_size != 1:  # before any header is read
-        raise UnsupportedError([Option("batch_size"), f" {shape.batch_size}: GGUF inference is estimated for one sequence (llama.cpp's "
-                                "default, -np 1); ask for 1."], model_id=info.id, revision=info.sha)
+    check_mode(info.id, options.mode, revision=info.sha)
+    _check_batch(options, info.id, info.sha)
     files = tuple(s.rfilename for s in (info.siblings or []))
     names = model_files(files)
     if not names:
         raise UnsupportedError(f"{info.id} holds only vision projector (mmproj) GGUF files; there is no language model to estimate.", model_id=info.id)
-    groups = _groups(names, spec.gguf_file, info.id)
+    groups = _groups(names, options.gguf.gguf_file, info.id)
     wanted = [name for members in groups.values() for name in members]
     sizes = hub.file_sizes(info.id, wanted, revision=info.sha, token=token, timeout=timeout)
     headers = _headers(info, wanted, sizes, token, timeout)
+    return _estimate(info.id, info.sha, "hub", groups, headers, options, capacity_bytes)
+
+
+def local_gguf_files(path: Path) -> list[Path]:
+    """The model GGUF files a local path names: the file itself, or a folder's ``*.gguf`` files (not ``mmproj``)."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_file() and p.name in model_files((p.name,)))
+
+
+def local_gguf_estimate(path: Path, *, options: Options, capacity_bytes: int | None = None) -> Estimate:
+    """As :func:`gguf_estimate` for a local ``.gguf`` file (one row) or a folder of them (one row per quantization);
+    the headers are read from the disk, the tensor data never."""
+    model = str(path)
+    check_mode(model, options.mode)
+    _check_batch(options, model, None)
+    files = local_gguf_files(path)
+    if not files:
+        raise UnsupportedError(f"{model} holds no GGUF model file (only mmproj vision projectors, or none).", model_id=model)
+    by_name = {p.name: p for p in files}
+    groups = _groups(list(by_name), options.gguf.gguf_file, model)
+    headers = {}
+    for name in [name for members in groups.values() for name in members]:
+        headers[name] = read_header(name, by_name[name].stat().st_size, _file_reader(by_name[name]))
+    return _estimate(model, None, "local", groups, headers, options, capacity_bytes)
+
+
+def _file_reader(path: Path) -> Callable[[int, int], bytes]:
+    def read(start: int, stop: int) -> bytes:
+        with path.open("rb") as handle:
+            handle.seek(start)
+            return handle.read(stop - start)
+
+    return read
+
+
+def _check_batch(options: Options, model: str, revision: str | None) -> None:
+    shape = options.work.shape
+    if options.mode is Mode.INFERENCE and shape.batch_size != 1:  # before any header is read
+        raise UnsupportedError([Option("batch_size"), f" {shape.batch_size}: GGUF inference is estimated for one sequence (llama.cpp's "
+                                "default, -np 1); ask for 1."], model_id=model, revision=revision)
+
+
+def _estimate(model: str, revision: str | None, source: Literal["hub", "local"], groups: dict[str, list[str]], headers: dict[str, GGUFHeader],
+              options: Options, capacity_bytes: int | None) -> Estimate:
+    mode, spec, shape = options.mode, options.gguf, options.work.shape
+    wanted = [name for members in groups.values() for name in members]
     # the context: ctx, else the prompt and the tokens to generate (seq_len + max_new_tokens), else the model's own
     context = spec.ctx or (shape.seq_len + shape.max_new_tokens if shape.seq_len is not None else None)
     rows = []
@@ -208,7 +253,7 @@ def gguf_estimate(
         rows.append(row)
         contexts.add(n_ctx)
     shaped: dict[str, Any] = {
-        "library": options.load.library.value, "dtypes": list(groups), "mode": mode.value, "revision": info.sha,
+        "library": options.load.library.value, "dtypes": list(groups), "mode": mode.value, "revision": revision,
         "trust_remote_code": options.load.trust_remote_code,
     }
     if spec.gguf_file is not None:
@@ -224,7 +269,6 @@ def gguf_estimate(
             shaped["gpu"] = options.hardware.gpu
     first = headers[wanted[0]]
     return Estimate(
-        model=info.id, revision=info.sha, library="gguf", source="hub", mode=mode, rows=tuple(rows), options=shaped,
+        model=model, revision=revision, library="gguf", source=source, mode=mode, rows=tuple(rows), options=shaped,
         architecture=str(first.metadata.get("general.architecture") or "") or None,
     )
-
