@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--audio-seconds", default=None, help="speech models: seconds of audio per sample (default: the feature extractor's window)")
     parser.add_argument("--max-new-tokens", default=0, help="inference: KV cache also for this many generated tokens")
     parser.add_argument("--device", default="cuda", help="cuda or cpu (default: cuda)")
+    parser.add_argument("--attn-implementation", default=None, help="attention kernel of the simulated step: eager, sdpa, "
+                        "flash_attention_2 (CUDA, 16-bit) or flex_attention (default: transformers' default for the model)")
     parser.add_argument("--optimizer", default="adamw", help="adamw, sgd, adafactor, adamw8bit (default: adamw)")
     parser.add_argument("--pure-16bit", action="store_true", help="training: keep 16-bit rows entirely in 16 bits")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="training: recompute activations")
@@ -117,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tensor_parallel_size=args.tensor_parallel_size, pipeline_parallel_size=args.pipeline_parallel_size,
             quantization=args.quantization, vllm_version=args.vllm_version,
             gpus=args.gpus, nodes=args.nodes, strategy=args.strategy, offload=args.offload,
+            attn_implementation=args.attn_implementation,
         )
         text = render(result, output_format)
     except BaseException as exc:  # the one place every failure becomes a user message

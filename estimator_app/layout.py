@@ -53,6 +53,7 @@ def form_widgets(w: dict[str, Any]) -> list[gr.Button]:
             w["checkpointing"] = gr.Checkbox(False, label=LABELS["checkpointing"], elem_id="checkpointing")
         with gr.Row():
             w["gpu_memory"] = gr.Textbox("", label=LABELS["gpu_memory"], placeholder="24GiB", max_lines=1, elem_id="gpu-memory")
+            w["attn"] = gr.Dropdown(list(form.ATTN_IMPLEMENTATIONS), value="auto", label=LABELS["attn"], elem_id="attn")
         with gr.Accordion("GGUF files (llama.cpp)", open=False, elem_id="gguf"):
             with gr.Row():
                 w["gguf_file"] = gr.Textbox("", label=LABELS["gguf_file"], placeholder="Q4_K_M", max_lines=1, scale=2, elem_id="gguf-file")
