@@ -61,7 +61,8 @@ def _cases() -> list[dict[str, Any]]:
     cases = []
     for repo in MANIFEST:
         if repo == BIG:  # 8B: partly on a T4 and a 4090 at 128k, whole at 8k, and on no 1 GiB card
-            for kwargs in ({"gpu": "T4"}, {"gpu": "RTX 4090"}, {"gpu": "RTX 4090", "ctx": 8192}, {"gpu_memory": "1GiB"}):
+            for kwargs in ({"gpu": "T4"}, {"gpu": "RTX 4090"}, {"gpu": "RTX 4090", "ctx": 8192}, {"gpu_memory": "1GiB"},
+                           {"gpu": "T4", "n_gpu_layers": 10}, {"gpu": "T4", "n_gpu_layers": "all"}):
                 cases.append({"model": repo, "kwargs": {"gguf_file": "Q8_0", **kwargs}})
         else:  # the tiny ones: whole on a T4; on a card a few MiB over the CUDA context, in part or not at all
             cases.append({"model": repo, "kwargs": {"gpu": "T4"}})
@@ -98,7 +99,7 @@ def test_table_note_cli_and_json_give_the_same_answer(answers: list[tuple[dict[s
 def test_verdict_is_the_split(answers: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
     """"fits": every layer within the capacity; "fits with N of M": N within (N + 1 over: test_gguf's
     test_gpu_split_is_the_most_layers_that_fit); "does not fit": one layer over."""
-    for _case, got in answers:
+    for case, got in answers:
         for row in got["json"]["rows"]:
             fit = row["fit"]
             capacity = fit["capacity_bytes"] - CUDA_CONTEXT_BYTES
@@ -108,8 +109,9 @@ def test_verdict_is_the_split(answers: list[tuple[dict[str, Any], dict[str, Any]
             elif fit["verdict"] == "fits_partially":
                 assert 0 < n < m and fit["gpu_bytes"] <= capacity
                 assert fit["answer"].startswith(f"fits with {n} of {m} layers on the GPU (CPU share ")
-            else:
-                assert n == 1 and fit["gpu_bytes"] > capacity and fit["answer"].startswith("does not fit (")
+            else:  # one layer over, or the -ngl asked over
+                assert n == case["kwargs"].get("n_gpu_layers", 1) or (n == m and case["kwargs"].get("n_gpu_layers") == "all")
+                assert fit["gpu_bytes"] > capacity and fit["answer"].startswith("does not fit (")
 
 
 def test_llama_8b_q8_on_a_4090_fits_in_part_and_whole_at_a_smaller_context(answers: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
@@ -126,6 +128,13 @@ def test_llama_8b_q8_on_a_4090_fits_in_part_and_whole_at_a_smaller_context(answe
     at = by[(BIG, (("ctx", 8192), ("gguf_file", "Q8_0"), ("gpu", "RTX 4090")))]["json"]["rows"][0]["fit"]
     assert at["verdict"] == "fits" and at["fit_ctx"] is None  # a context set by the user is kept: no offer
     assert at["gpu_bytes"] <= capacity
+    # -ngl set by the user is kept, as --fit keeps it: 10 layers fit a T4 (no change needed, no offer); all 33 do not,
+    # and --fit shrinks the context for them
+    ten = by[(BIG, (("gguf_file", "Q8_0"), ("gpu", "T4"), ("n_gpu_layers", 10)))]["json"]["rows"][0]["fit"]
+    assert ten["verdict"] == "fits_partially" and ten["n_gpu_layers"] == 10 and ten["fit_ctx"] is None
+    every = by[(BIG, (("gguf_file", "Q8_0"), ("gpu", "T4"), ("n_gpu_layers", "all")))]["json"]["rows"][0]["fit"]
+    assert every["verdict"] == "does_not_fit" and every["n_gpu_layers"] == 33 and 4096 <= every["fit_ctx"] < 131072
+    assert f"every layer fits at ctx {every['fit_ctx']:,}" in every["answer"]
 
 
 def test_llama_fit_interpolates_the_context_as_llama_cpp_does() -> None:

@@ -56,6 +56,7 @@ class Answer:
     ctx_source: str  # "given", "prompt" (seq_len + max_new_tokens) or "training" (the model's own, llama.cpp's -c 0)
     fit_ctx: int | None = None  # --fit: the context it shrinks to, every layer on the GPU
     fit_split: offload.Split | None = None  # --fit at its minimum context when even that leaves layers on the CPU
+    fit_layers: int | None = None  # the GPU layers at fit_ctx: every one, or the -ngl asked
 
     def text(self) -> str:
         """The verdict sentence shown in the table, the note and the CLI."""
@@ -68,7 +69,8 @@ class Answer:
         else:
             head = f"does not fit ({format_bytes(s.gpu_bytes - self.capacity_bytes)} short) at {ctx}"
         if self.fit_ctx is not None:
-            head += f"; every layer fits at ctx {self.fit_ctx:,} (llama.cpp --fit shrinks the context first)"
+            layers = "every layer fits" if self.fit_layers == s.n_offloadable else f"the {self.fit_layers} GPU layers asked fit"
+            head += f"; {layers} at ctx {self.fit_ctx:,} (llama.cpp --fit shrinks the context first)"
         elif self.fit_split is not None and self.fit_split.n_gpu_layers > s.n_gpu_layers:
             head += (f"; at ctx {FIT_MIN_CTX:,} (llama.cpp --fit's minimum) {self.fit_split.n_gpu_layers} of "
                      f"{self.fit_split.n_offloadable} layers fit (CPU share {format_bytes(self.fit_split.cpu_bytes)})")
@@ -121,8 +123,9 @@ class Plan:
         if verdict is Verdict.NO and s.n_gpu_layers == 0 and self.n_gpu_layers is None:
             s = self.split(self.n_ctx, 1)  # how far one layer is from fitting
         fit_ctx, fit_split = (None, None) if verdict is Verdict.FITS else self._llama_fit(capacity_bytes)
+        fit_layers = None if fit_ctx is None else s.n_offloadable if self.n_gpu_layers is None else s.n_gpu_layers
         return Answer(verdict=verdict, split=s, capacity_bytes=capacity_bytes, n_ctx=self.n_ctx, ctx_source=self.ctx_source,
-                      fit_ctx=fit_ctx, fit_split=fit_split)
+                      fit_ctx=fit_ctx, fit_split=fit_split, fit_layers=fit_layers)
 
     def _llama_fit(self, capacity_bytes: int) -> tuple[int | None, offload.Split | None]:
         """llama.cpp ``--fit``'s step 2 (shrink the context) and step 3 (fewer layers at the minimum context).
@@ -135,6 +138,8 @@ class Plan:
         layers = -1 if self.n_gpu_layers is None else self.n_gpu_layers
         target = capacity_bytes - FIT_MARGIN
         used_max = self.split(self.n_ctx, layers).gpu_bytes
+        if used_max <= target:  # step 1: "will leave ... free device memory, no changes needed"
+            return None, None
         used_min = self.split(FIT_MIN_CTX, layers).gpu_bytes
         if target > used_min and used_max > used_min:
             n_ctx = FIT_MIN_CTX + (self.n_ctx - FIT_MIN_CTX) * (target - used_min) // (used_max - used_min)
