@@ -101,3 +101,29 @@ def test_refusals(folder: Path) -> None:
         estimate(str(folder), attn_implementation="eager")
     with pytest.raises(BadOptionError, match="must be one of"):
         estimate(str(folder), mode="inference", attn_implementation="flash")
+
+
+def test_a_kernel_the_model_cannot_run_is_refused() -> None:
+    """A module without a transformers config, and a class transformers does not run flash_attention_2 for."""
+    import torch
+    import transformers
+
+    from estimator.peak.attention import set_attention
+
+    with pytest.raises(UnsupportedError, match="is not one: drop it"):
+        set_attention(torch.nn.Linear(2, 2), "eager")
+    kwargs = {k: v for k, v in CONFIG.items() if k not in ("architectures", "model_type")}
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM._from_config(transformers.LlamaConfig(**kwargs), dtype=torch.bfloat16)
+    assert set_attention(model, None) == "sdpa"
+    model._supports_flash_attn = False  # as a class without FlashAttention support says
+    with pytest.raises(UnsupportedError, match="transformers does not support it"):
+        set_attention(model, "flash_attention_2")
+
+
+    def refuse(implementation: str) -> None:  # what transformers raises for a class without that kernel
+        raise ValueError(f"{type(model).__name__} does not support an attention implementation through {implementation} yet.")
+
+    model.set_attn_implementation = refuse  # type: ignore[method-assign,assignment]
+    with pytest.raises(UnsupportedError, match="eager: transformers refuses it for LlamaForCausalLM .*does not support"):
+        set_attention(model, "eager")

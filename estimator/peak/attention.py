@@ -49,14 +49,30 @@ def _configs(model: nn.Module) -> list[Any]:
 def set_attention(model: nn.Module, implementation: str | None) -> str | None:
     """Make ``model`` run ``implementation`` (None: as built, transformers' default); the one it runs, or None
     for a model without a transformers config (timm)."""
+    from estimator.errors import Option, UnsupportedError
+
     configs = _configs(model)
-    if implementation is not None and configs:
-        if implementation == FLASH_2:  # transformers' check wants the flash-attn package and a GPU: set it directly
-            for config in configs:
-                config._attn_implementation = FLASH_2
-        else:
+    if implementation is None:
+        return str(configs[0]._attn_implementation) if configs else None
+    if not configs or not hasattr(model, "set_attn_implementation"):
+        raise UnsupportedError([Option("attn_implementation"), f" chooses a transformers model's attention kernel; {type(model).__name__} "
+                                "is not one: drop it."])
+    if implementation == FLASH_2:
+        # transformers' own check (PreTrainedModel._flash_attn_2_can_dispatch) wants the flash-attn package and a GPU,
+        # which this machine need not have: its first condition, the class's support, is checked here; then it is set
+        if not getattr(model, "_supports_flash_attn", False):
+            raise UnsupportedError([Option("attn_implementation"), f" flash_attention_2: transformers does not support it for "
+                                    f"{type(model).__name__}; use sdpa or eager."])
+        for config in configs:
+            config._attn_implementation = FLASH_2
+    else:
+        try:
             model.set_attn_implementation(implementation)  # type: ignore[operator]  # a transformers PreTrainedModel here
-    return str(configs[0]._attn_implementation) if configs else None
+        except (ValueError, ImportError) as exc:  # transformers refuses a kernel the class does not support
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UnsupportedError([Option("attn_implementation"), f" {implementation}: transformers refuses it for "
+                                    f"{type(model).__name__} ({why})"]) from None
+    return str(configs[0]._attn_implementation)
 
 
 def _flash_attention_2(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Any,
