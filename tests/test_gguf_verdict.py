@@ -91,6 +91,8 @@ def test_table_note_cli_and_json_give_the_same_answer(answers: list[tuple[dict[s
                 from html import escape
 
                 assert escape(answer) in got["html"], case
+                style = {"fits": "mme-yes", "fits_partially": "mme-partial", "does_not_fit": "mme-no"}[fit["verdict"]]
+                assert f'class="mme-verdict {style}" data-label="{escape(row["dtype"])}">{escape(answer)}<' in got["html"], case
             assert fit["fits"] is (fit["verdict"] != "does_not_fit")
             assert row["offload"] == {k: fit[k] for k in ("n_gpu_layers", "n_offloadable", "gpu_bytes", "cpu_bytes")}
     assert verdicts == {"fits", "fits_partially", "does_not_fit"}  # the cases cover all three
