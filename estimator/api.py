@@ -13,7 +13,7 @@ from estimator.options import DType, Library, Mode, Options, parse_options, seco
 from estimator.result import Estimate, Row
 from estimator.source import hub
 from estimator.source.limits import check_config, max_positions
-from estimator.source.reference import ModelRef, parse_reference
+from estimator.source.reference import ModelRef, is_gguf_path, parse_reference
 from estimator.source.resolve import Resolved, resolve_hub, resolve_local
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def estimate(
     gpu_memory_utilization: Any = 0.9, max_model_len: Any = None, max_num_seqs: Any = None, max_num_batched_tokens: Any = None,
     kv_cache_dtype: str = "auto", block_size: Any = 16, tensor_parallel_size: Any = 1, pipeline_parallel_size: Any = 1,
     quantization: str | None = None, vllm_version: str | None = None,
-    gpus: Any = 1, nodes: Any = 1, strategy: str | None = None, offload: str = "none",
+    gpus: Any = 1, nodes: Any = 1, strategy: str | None = None, offload: str = "none", attn_implementation: str | None = None,
 ) -> Estimate:
     """Estimate the memory ``model`` needs, per dtype. See ``docs/CONTRACT.md`` for every field.
 
@@ -65,6 +65,9 @@ def estimate(
     ``gpus`` (per node), ``nodes``, ``strategy`` (ddp, zero1, zero2, zero3, fsdp for training; tp
     for inference) and ``offload`` (ZeRO: none, optimizer, optimizer+params) make the figures per
     GPU (docs/parallel.md).
+
+    ``attn_implementation`` (eager, sdpa, flash_attention_2; None: transformers' default for the model) is the
+    attention kernel the simulated inference or training step runs (docs/peak.md, "Attention kernel").
     """
     options = parse_options(
         library=library, dtypes=dtypes, mode=mode, device=device, optimizer=optimizer, batch_size=batch_size,
@@ -77,7 +80,7 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
         tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, quantization=quantization,
         vllm_version=vllm_version,
-        gpus=gpus, nodes=nodes, strategy=strategy, offload=offload,
+        gpus=gpus, nodes=nodes, strategy=strategy, offload=offload, attn_implementation=attn_implementation,
     )
     target_gpu(options)  # an unknown GPU or a malformed capacity is refused before any work
     timeout = seconds(timeout, option="timeout")  # how long each Hub call may take; not part of the answer
@@ -85,6 +88,9 @@ def estimate(
         ref = model if revision is None else replace(model, revision=revision)
     else:
         ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
+    if ref.path is not None and is_gguf_path(ref.path):  # a local .gguf file, or a folder of them: llama.cpp's rows
+        result = gguf.local_gguf_estimate(ref.path, options=options, capacity_bytes=gpu_capacity(options))
+        return _with_gguf_fit(result, options)
     if ref.path is not None:
         _refuse_gguf_options(options, str(ref.path))
         resolved = resolve_local(ref, options.load.library)
@@ -111,6 +117,7 @@ def estimate(
     files = tuple(s.rfilename for s in (info.siblings or []))
     if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
         result = gguf.gguf_estimate(info, options=options, token=token, timeout=timeout, capacity_bytes=gpu_capacity(options))
+        result = _with_gguf_fit(result, options)
         if info.sha:
             _CACHE.put(key, result)
         return result
@@ -131,6 +138,19 @@ def gpu_capacity(options: Options) -> int | None:
     from estimator.fit.runtime import CUDA_CONTEXT_BYTES
 
     return gpu.total_bytes - CUDA_CONTEXT_BYTES
+
+
+def _with_gguf_fit(result: Estimate, options: Options) -> Estimate:
+    """A GGUF estimate with ``fit`` on its inference rows for the GPU asked about (llama.cpp's offload plan)."""
+    gpu = target_gpu(options)
+    if options.hardware.attn_implementation is not None:  # transformers' kernels; llama.cpp's is --flash-attn
+        raise UnsupportedError([Option("attn_implementation"), f" chooses transformers' attention kernel; {result.model} holds GGUF "
+                                "files, run by llama.cpp: use ", Option("flash_attn"), " on or off instead."])
+    if gpu is None:
+        return result
+    from estimator.fit.gguf_fit import with_gguf_fit
+
+    return replace(result, rows=with_gguf_fit(result.rows, gpu))
 
 
 def _refuse_gguf_options(options: Options, model: str) -> None:

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="How much memory a Hugging Face model needs to load, run and train, per dtype, without downloading weights.",
         epilog="Many models at once, on Ray, into a Parquet dataset: estimate-memory sweep --help (docs/sweep.md).",
     )
-    parser.add_argument("model", help="Hub repo id (org/name or a legacy id like gpt2), Hub URL, or a local folder with a config.json")
+    parser.add_argument("model", help="Hub repo id (org/name or a legacy id like gpt2), Hub URL, a local folder with a config.json, or a local .gguf file")
     parser.add_argument("--library", "--library_name", default="auto", help="auto, transformers, timm, diffusers, sentence-transformers (default: auto)")
     parser.add_argument("--dtypes", nargs="+", default=None, help="float32 float16 bfloat16 float8 int8 int4, space- or comma-separated (default: float32 float16 int8 int4)")
     parser.add_argument("--bnb-compute-dtype", default=None,
@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--audio-seconds", default=None, help="speech models: seconds of audio per sample (default: the feature extractor's window)")
     parser.add_argument("--max-new-tokens", default=0, help="inference: KV cache also for this many generated tokens")
     parser.add_argument("--device", default="cuda", help="cuda or cpu (default: cuda)")
+    parser.add_argument("--attn-implementation", default=None, help="attention kernel of the simulated step: eager, sdpa, "
+                        "flash_attention_2 (CUDA, 16-bit) or flex_attention (default: transformers' default for the model)")
     parser.add_argument("--optimizer", default="adamw", help="adamw, sgd, adafactor, adamw8bit (default: adamw)")
     parser.add_argument("--pure-16bit", action="store_true", help="training: keep 16-bit rows entirely in 16 bits")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="training: recompute activations")
@@ -119,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tensor_parallel_size=args.tensor_parallel_size, pipeline_parallel_size=args.pipeline_parallel_size,
             quantization=args.quantization, vllm_version=args.vllm_version,
             gpus=args.gpus, nodes=args.nodes, strategy=args.strategy, offload=args.offload,
+            attn_implementation=args.attn_implementation,
         )
         text = render(result, output_format)
         if args.count_gpus:  # the same request at 1, 2, 4, 8... GPUs (estimator.gpu_count)

@@ -59,6 +59,9 @@ def _fit_lines(estimate: Estimate) -> list[str]:
         if fit["fits"] is None:
             lines.append(head + "unknown (no figure to compare)")
             continue
+        if fit.get("answer"):  # a GGUF row: llama.cpp's offload plan, the sentence of the table and the note
+            lines.append(f"{row.dtype} on {fit['gpu']} ({format_bytes(fit['capacity_bytes'])}, less the CUDA context): {fit['answer']}")
+            continue
         room = fit["headroom_bytes"]
         verdict = f"fits, {format_bytes(room)} free" if fit["fits"] else f"does not fit, {format_bytes(-room)} short"
         extra = [f"needs {format_bytes(fit['needed_bytes'])} with the CUDA runtime"]

@@ -47,6 +47,9 @@ class Row:
     # training: the peak of a hand-written loop that keeps the model's outputs alive through
     # backward() and the optimizer step (peak_bytes is the loop that keeps only the loss); else None
     outputs_kept_bytes: int | None = None
+    # GGUF inference rows: what the row was computed from (an estimator.gguf.placement.Plan), so that every GPU's
+    # verdict follows llama.cpp's offload plan (estimator.fit.table); not part of the JSON
+    gguf_plan: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:

@@ -46,6 +46,7 @@ FIELDS: tuple[str, ...] = (
     "images",
     "audio",
     "video",
+    "attn",
 )
 
 LABELS: dict[str, str] = {
@@ -87,6 +88,7 @@ LABELS: dict[str, str] = {
     "images": "Images per prompt (vision-language models; 0 = the default, 1)",
     "audio": "Audio seconds (speech models; 0 = the feature extractor's window, Whisper's 30)",
     "video": "Video frames (one video per prompt, video-language models; 0 = no video)",
+    "attn": "Attention kernel (inference and training; auto = transformers' default for the model)",
     "token": "Hub token for gated or private models (optional; never stored)",
     "post_token": "Your Hub token (write-discussions)",
 }
@@ -130,6 +132,7 @@ OPTIONS: dict[str, str] = {
     "images": "images",
     "audio_seconds": "audio",
     "video_frames": "video",
+    "attn_implementation": "attn",
     "token": "token",
 }
 

@@ -26,6 +26,7 @@ from estimator.options import CACHE_TYPES, DEFAULT_DTYPES
 from estimator_app import values, whatfits
 from estimator_app.fields import FIELDS, OPTIONS, short_label
 from estimator_app.values import (  # noqa: F401  - the page's names, kept here for their callers
+    ATTN_IMPLEMENTATIONS,
     DEVICES,
     DTYPES,
     HUB_ONLY,
@@ -94,6 +95,7 @@ class FormState:
     images: int | None = None  # None: the core's default (1 image for a vision-language model)
     audio: int | None = None  # seconds; None: the feature extractor's window
     video: int | None = None  # frames of one video per prompt; None: no video
+    attn: str = "auto"  # the attention kernel; auto: transformers' default for the model
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", canonical_dtypes(self.dtypes))
@@ -221,6 +223,8 @@ SPECS: dict[str, Field] = {
     "images": _number_field("images", "auto"),
     "audio": _number_field("audio", "auto"),
     "video": _number_field("video", "none"),
+    "attn": Field(parse=lambda v, _: values.choice(v, ATTN_IMPLEMENTATIONS), show=str,
+                  read=lambda v: values.choice(v or "auto", ATTN_IMPLEMENTATIONS), to_core=lambda v: None if v == "auto" else v),
 }
 assert tuple(SPECS) == FIELDS, "SPECS must list every field of fields.FIELDS, in that order"
 

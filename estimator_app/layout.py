@@ -84,6 +84,7 @@ def advanced(w: dict[str, Any]) -> None:
         w["pure16"] = gr.Checkbox(False, label=LABELS["pure16"], elem_id="pure16")
     with gr.Row():
         w["gpu_memory"] = gr.Textbox("", label=LABELS["gpu_memory"], placeholder="24GiB", max_lines=1, elem_id="gpu-memory")
+        w["attn"] = gr.Dropdown(list(form.ATTN_IMPLEMENTATIONS), value="auto", label=LABELS["attn"], elem_id="attn")
     with gr.Accordion("GGUF files (llama.cpp)", open=False, elem_id="gguf"):
         with gr.Row():
             w["gguf_file"] = gr.Textbox("", label=LABELS["gguf_file"], placeholder="Q4_K_M", max_lines=1, scale=2, elem_id="gguf-file")

@@ -76,6 +76,8 @@ footer .show-api, footer .built-with, footer .settings { color: #4b5563 !importa
 .mme-verdict.mme-no { color: #991b1b; font-weight: 600; }
 .dark .mme-verdict.mme-yes { color: #86efac; }
 .dark .mme-verdict.mme-no { color: #fca5a5; }
+.mme-verdict.mme-partial { color: #92400e; font-weight: 600; }
+.dark .mme-verdict.mme-partial { color: #fcd34d; }
 
 @media (max-width: 640px) {
   .mme-cards table, .mme-cards tbody { display: block; width: 100%; }

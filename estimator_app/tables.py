@@ -206,7 +206,8 @@ def frame_html(frame: pd.DataFrame, *, label: str, verdicts: tuple[str, ...] = (
             classes = []
             if column in verdicts:
                 classes.append("mme-verdict")
-                classes.append("mme-no" if text.startswith("does not fit") else "mme-yes" if text.startswith("fits") else "mme-unknown")
+                classes.append("mme-no" if text.startswith("does not fit") else "mme-partial" if text.startswith("fits with")  # GGUF: some layers in RAM
+                               else "mme-yes" if text.startswith("fits") else "mme-unknown")
             attr = f' class="{" ".join(classes)}"' if classes else ""
             tag = "th" if i == 0 else "td"
             scope = ' scope="row"' if i == 0 else ""

@@ -14,7 +14,18 @@ from typing import Any
 
 from estimator.errors import BadReferenceError
 from estimator.fit.gpus import GPU_NAMES
-from estimator.options import Device, DType, Library, Mode, Offload, Optimizer, ServingQuantization, Strategy, VLLMVersion
+from estimator.options import (
+    AttnImplementation,
+    Device,
+    DType,
+    Library,
+    Mode,
+    Offload,
+    Optimizer,
+    ServingQuantization,
+    Strategy,
+    VLLMVersion,
+)
 from estimator.source import hub
 from estimator.source.reference import ModelRef, is_path_like, parse_hub_reference
 from estimator_app.fields import short_label
@@ -47,6 +58,7 @@ OFFLOADS: tuple[str, ...] = tuple(m.value for m in Offload)
 KV_CACHE_DTYPES = ("auto", "fp8")
 SERVING_QUANTIZATIONS: tuple[str, ...] = tuple(m.value for m in ServingQuantization)
 VLLM_VERSIONS: tuple[str, ...] = tuple(m.value for m in VLLMVersion)
+ATTN_IMPLEMENTATIONS: tuple[str, ...] = ("auto", *(m.value for m in AttnImplementation))  # auto: transformers' default
 
 
 def canonical_dtypes(dtypes: Iterable[str]) -> tuple[str, ...]:

@@ -83,7 +83,7 @@ def main() -> None:
         import app  # noqa: F401  (the page's module sets the app's environment, as a Space runs it)
         from estimator_app import handlers, tables
 
-        defaults = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0)
+        defaults = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
         out = dict(zip(handlers.OUTPUTS, handlers.run_form(GATED, *defaults, GOOD, None, progress=lambda *a, **k: None), strict=True))
         csv_path, json_path, query = out["csv"], out["json"], out["query"]
         places["download csv"] = Path(csv_path).read_text()

@@ -92,6 +92,7 @@ def test_link_spells_out_every_contract_parameter_in_order() -> None:
         "images",
         "audio",
         "video",
+        "attn",
     ]
     assert dict(parse_qsl(query))["dtypes"] == "float32,float16,int8,int4"
     assert "seq=auto" in query and "lora=none" in query and "gpu=none" in query and "pure16=0" in query
@@ -211,7 +212,7 @@ def test_overlong_values_are_cut_in_notices() -> None:
 
 
 def test_from_form_maps_widgets_and_zero_means_auto() -> None:
-    state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0)
+    state = from_form(" gpt2 ", "", "auto", ["int4", "float32"], "inference", 2.0, 0, 0, 5, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
     assert state == FormState(model="gpt2", dtypes=("int4", "float32"), mode="inference", batch=2, new_tokens=5)
     assert state.estimate_kwargs()["revision"] is None
     assert "trust_remote_code" not in state.estimate_kwargs()
@@ -227,17 +228,17 @@ def test_from_form_maps_widgets_and_zero_means_auto() -> None:
 )
 def test_from_form_refuses_with_a_friendly_message(values: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0)
+        from_form(*values, "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
 
 
 def test_from_form_names_the_field_of_a_bad_number() -> None:
     with pytest.raises(ValueError, match="Batch size"):
-        from_form("gpt2", "main", "auto", ["float32"], "load", 1.5, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0)
+        from_form("gpt2", "main", "auto", ["float32"], "load", 1.5, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
 
 
 def test_from_form_reads_lora_targets_and_names_the_field_of_bad_ones() -> None:
     def with_targets(targets: object) -> FormState:
-        return from_form("gpt2", "main", "auto", ["float32"], "training", 1, 0, 0, 0, "cuda", "adamw", False, False, 8, targets, "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0)
+        return from_form("gpt2", "main", "auto", ["float32"], "training", 1, 0, 0, 0, "cuda", "adamw", False, False, 8, targets, "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
 
     assert with_targets(" q_proj, v_proj ").lora_targets == ("q_proj", "v_proj")
     assert with_targets("").lora_targets is None and with_targets(None).lora_targets is None

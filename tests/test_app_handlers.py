@@ -19,7 +19,7 @@ from testkit.hub_process import REPO_ROOT
 from tests.app_outputs import refusal
 
 GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0)
+DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
 
 
 class FakeRequest:
@@ -43,7 +43,7 @@ def test_app_never_sends_an_implicit_token() -> None:
 def test_load_link_fills_the_form_and_asks_to_run() -> None:
     out = app.load_link(FakeRequest({"model": "gpt2", "dtypes": "int4,float16", "batch": "3", "gpu": "T4", "seq": "auto"}))
     *fields, notice, autorun = out
-    assert fields == ["gpt2", "main", "auto", ["float16", "int4"], "load", 3, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "T4", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0]
+    assert fields == ["gpt2", "main", "auto", ["float16", "int4"], "load", 3, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "T4", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto"]
     assert autorun is True
     assert notice.visible is False
 

@@ -91,7 +91,7 @@ def test_gated_and_missing_repos_name_the_page_s_token_field() -> None:
 
 
 def test_dtypes_come_in_the_checkboxes_order_everywhere() -> None:
-    ticked = form.from_form("gpt2", "main", "auto", ["int4", "bfloat16", "float32"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0)
+    ticked = form.from_form("gpt2", "main", "auto", ["int4", "bfloat16", "float32"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
     assert ticked.dtypes == ("float32", "bfloat16", "int4")
     assert ticked.estimate_kwargs()["dtypes"] == ["float32", "bfloat16", "int4"]
     linked = form.from_query({"model": "gpt2", "dtypes": "int4,bfloat16,float32"}).state

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from estimator.fit import gguf_fit
 from estimator.fit.gpus import GPU, GPUS
 from estimator.fit.runtime import needed_bytes
 from estimator.units import format_bytes
@@ -22,7 +23,11 @@ __all__ = ["allocator_counted", "fits_caption", "fits_frame", "verdict"]
 
 def verdict(row: Row, mode: str, gpu: GPU) -> str:
     """One cell: "fits (x free)", "does not fit (x short)" or "unknown"; a bfloat16 row on a GPU
-    without bfloat16 units says so (PyTorch emulates it there, slowly, or refuses)."""
+    without bfloat16 units says so (PyTorch emulates it there, slowly, or refuses). A GGUF inference row:
+    "fits", "fits with N of M layers on the GPU (CPU share ...)" or "does not fit", from llama.cpp's offload plan."""
+    gguf = gguf_fit.answer(row, gpu)  # a GGUF row: llama.cpp's offload plan, the same sentence as its note and the CLI
+    if gguf is not None:
+        return gguf.text()
     needed = needed_bytes(row, mode, gpu)
     if needed is None:
         return "unknown"

@@ -20,11 +20,13 @@ their own and get no row.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
-from estimator.gguf import compute, kv_cache, offload
+from estimator.gguf import compute, kv_cache, placement
 from estimator.gguf.header import FIRST_READ, GGUFHeader, read_header
 from estimator.gguf.hparams import hparams
 from estimator.gguf.weights import weights
@@ -112,6 +114,11 @@ def _ctx_source(spec: GGUFSpec, context: int | None) -> str:
     return " (seq_len + max_new_tokens)" if context is not None else " (the model's training context, llama.cpp's default)"
 
 
+def _ctx_kind(spec: GGUFSpec, context: int | None) -> str:
+    """Where the context came from: "given" (--ctx), "prompt" (seq_len + max_new_tokens) or "training" (-c 0)."""
+    return "given" if spec.ctx is not None else "prompt" if context is not None else "training"
+
+
 def _type_summary(by_type: dict[str, int]) -> str:
     return ", ".join(f"{name} {format_bytes(size)}" for name, size in by_type.items())
 
@@ -151,22 +158,23 @@ def _row(label: str, members: list[str], headers: dict[str, GGUFHeader], mode: M
         f"{'on' if flash else 'off'}{' (auto: on where the backend supports it, as CPU and CUDA do)' if spec.flash_attn is FlashAttn.AUTO else ''}: "
         "a formula checked against llama.cpp (docs/gguf.md); weights, KV cache and output buffer (logits) are exact",
     ]
+    plan = placement.Plan(hp=hp, w=w, n_ctx=n_ctx, ctx_source=_ctx_kind(spec, context), type_k=spec.cache_type, type_v=spec.type_v,
+                          flash_attn=flash, n_gpu_layers=spec.n_gpu_layers)
     offload_split = None
-    if spec.n_gpu_layers is not None:
-        offload_split = offload.split(w, kv, bufs, spec.n_gpu_layers)
-    elif capacity_bytes is not None:
-        offload_split = offload.fit(w, kv, bufs, capacity_bytes)
-    if offload_split is not None:
-        where = f" on {gpu} ({format_bytes(capacity_bytes)} usable)" if gpu and capacity_bytes is not None else ""
-        fits = "" if capacity_bytes is None else ("; fits" if offload_split.gpu_bytes <= capacity_bytes else "; does not fit")
-        notes.append(
-            f"offload{where}: n_gpu_layers {offload_split.n_gpu_layers} of {offload_split.n_offloadable}: GPU "
-            f"{format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)}{fits} (token embeddings stay on the CPU)"
-        )
+    if capacity_bytes is not None:  # the verdict on that GPU, the same sentence as the "fits on" table's (estimator.gguf.placement)
+        answer = plan.answer(capacity_bytes)
+        offload_split = answer.split
+        notes.append(f"offload on {gpu or 'the GPU'} ({format_bytes(capacity_bytes)} usable): n_gpu_layers {offload_split.n_gpu_layers} of "
+                     f"{offload_split.n_offloadable}: GPU {format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)} "
+                     f"(token embeddings stay on the CPU); {answer.text()}")
+    elif spec.n_gpu_layers is not None:
+        offload_split = plan.split(n_ctx, spec.n_gpu_layers)
+        notes.append(f"offload: n_gpu_layers {offload_split.n_gpu_layers} of {offload_split.n_offloadable}: GPU "
+                     f"{format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)} (token embeddings stay on the CPU)")
     row = Row(
         dtype=label, total_bytes=w.total, largest_layer_bytes=largest, training_adam_bytes=None, method="formula",
         peak_bytes=sum(components.values()), components=components, notes=tuple(notes),
-        offload=None if offload_split is None else offload_split.to_dict(),
+        offload=None if offload_split is None else offload_split.to_dict(), gguf_plan=plan,
     )
     return row, n_ctx
 
@@ -179,20 +187,63 @@ def gguf_estimate(
     ``capacity_bytes``: the usable memory of the GPU asked for (``options.hardware.gpu``), to split
     the layers by; ``options.gguf.n_gpu_layers`` fixes the split instead.
     """
-    mode, spec = options.mode, options.gguf
-    check_mode(info.id, mode, revision=info.sha)
-    shape = options.work.shape
-    if mode is Mode.INFERENCE and shape.batch_size != 1:  # before any header is read
-        raise UnsupportedError([Option("batch_size"), f" {shape.batch_size}: GGUF inference is estimated for one sequence (llama.cpp's "
-                                "default, -np 1); ask for 1."], model_id=info.id, revision=info.sha)
+    check_mode(info.id, options.mode, revision=info.sha)
+    _check_batch(options, info.id, info.sha)
     files = tuple(s.rfilename for s in (info.siblings or []))
     names = model_files(files)
     if not names:
         raise UnsupportedError(f"{info.id} holds only vision projector (mmproj) GGUF files; there is no language model to estimate.", model_id=info.id)
-    groups = _groups(names, spec.gguf_file, info.id)
+    groups = _groups(names, options.gguf.gguf_file, info.id)
     wanted = [name for members in groups.values() for name in members]
     sizes = hub.file_sizes(info.id, wanted, revision=info.sha, token=token, timeout=timeout)
     headers = _headers(info, wanted, sizes, token, timeout)
+    return _estimate(info.id, info.sha, "hub", groups, headers, options, capacity_bytes)
+
+
+def local_gguf_files(path: Path) -> list[Path]:
+    """The model GGUF files a local path names: the file itself, or a folder's ``*.gguf`` files (not ``mmproj``)."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_file() and p.name in model_files((p.name,)))
+
+
+def local_gguf_estimate(path: Path, *, options: Options, capacity_bytes: int | None = None) -> Estimate:
+    """As :func:`gguf_estimate` for a local ``.gguf`` file (one row) or a folder of them (one row per quantization);
+    the headers are read from the disk, the tensor data never."""
+    model = str(path)
+    check_mode(model, options.mode)
+    _check_batch(options, model, None)
+    files = local_gguf_files(path)
+    if not files:
+        raise UnsupportedError(f"{model} holds no GGUF model file (only mmproj vision projectors, or none).", model_id=model)
+    by_name = {p.name: p for p in files}
+    groups = _groups(list(by_name), options.gguf.gguf_file, model)
+    headers = {}
+    for name in [name for members in groups.values() for name in members]:
+        headers[name] = read_header(name, by_name[name].stat().st_size, _file_reader(by_name[name]))
+    return _estimate(model, None, "local", groups, headers, options, capacity_bytes)
+
+
+def _file_reader(path: Path) -> Callable[[int, int], bytes]:
+    def read(start: int, stop: int) -> bytes:
+        with path.open("rb") as handle:
+            handle.seek(start)
+            return handle.read(stop - start)
+
+    return read
+
+
+def _check_batch(options: Options, model: str, revision: str | None) -> None:
+    shape = options.work.shape
+    if options.mode is Mode.INFERENCE and shape.batch_size != 1:  # before any header is read
+        raise UnsupportedError([Option("batch_size"), f" {shape.batch_size}: GGUF inference is estimated for one sequence (llama.cpp's "
+                                "default, -np 1); ask for 1."], model_id=model, revision=revision)
+
+
+def _estimate(model: str, revision: str | None, source: Literal["hub", "local"], groups: dict[str, list[str]], headers: dict[str, GGUFHeader],
+              options: Options, capacity_bytes: int | None) -> Estimate:
+    mode, spec, shape = options.mode, options.gguf, options.work.shape
+    wanted = [name for members in groups.values() for name in members]
     # the context: ctx, else the prompt and the tokens to generate (seq_len + max_new_tokens), else the model's own
     context = spec.ctx or (shape.seq_len + shape.max_new_tokens if shape.seq_len is not None else None)
     rows = []
@@ -202,7 +253,7 @@ def gguf_estimate(
         rows.append(row)
         contexts.add(n_ctx)
     shaped: dict[str, Any] = {
-        "library": options.load.library.value, "dtypes": list(groups), "mode": mode.value, "revision": info.sha,
+        "library": options.load.library.value, "dtypes": list(groups), "mode": mode.value, "revision": revision,
         "trust_remote_code": options.load.trust_remote_code,
     }
     if spec.gguf_file is not None:
@@ -218,7 +269,6 @@ def gguf_estimate(
             shaped["gpu"] = options.hardware.gpu
     first = headers[wanted[0]]
     return Estimate(
-        model=info.id, revision=info.sha, library="gguf", source="hub", mode=mode, rows=tuple(rows), options=shaped,
+        model=model, revision=revision, library="gguf", source=source, mode=mode, rows=tuple(rows), options=shaped,
         architecture=str(first.metadata.get("general.architecture") or "") or None,
     )
-

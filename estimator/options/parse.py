@@ -18,6 +18,7 @@ from estimator.options.specs import (
     WorkSpec,
 )
 from estimator.options.vocab import (
+    AttnImplementation,
     Device,
     FlashAttn,
     KVCacheDType,
@@ -75,7 +76,7 @@ def parse_options(
     max_num_batched_tokens: object = None, kv_cache_dtype: object = "auto", block_size: object = 16,
     tensor_parallel_size: object = 1, pipeline_parallel_size: object = 1, quantization: object = None,
     vllm_version: object = None, gpus: object = 1,
-    nodes: object = 1, strategy: object = None, offload: object = "none",
+    nodes: object = 1, strategy: object = None, offload: object = "none", attn_implementation: object = None,
 ) -> Options:
     """The keywords of :func:`estimator.estimate`, parsed into :class:`Options` and checked once."""
     options = Options(
@@ -118,7 +119,9 @@ def parse_options(
             ),
         ),
         hardware=HardwareSpec(device=Device.parse(device, option="device"), gpu=str(gpu).strip() or None if gpu else None,
-                              gpu_memory=str(gpu_memory).strip() or None if gpu_memory else None),
+                              gpu_memory=str(gpu_memory).strip() or None if gpu_memory else None,
+                              attn_implementation=None if attn_implementation in (None, "", "auto") else
+                              AttnImplementation.parse(attn_implementation, option="attn_implementation")),
         gguf=GGUFSpec(
             ctx=None if ctx is None else positive_int(ctx, option="ctx", maximum=1 << 24),
             cache_type=parse_cache_type("f16" if cache_type is None else cache_type),
@@ -168,12 +171,34 @@ def check_supported(options: Options) -> None:
                               " are vLLM's and shape ", Option("mode"), " serving only; for inference on several GPUs use ",
                               Option("gpus"), " with ", Option("strategy"), " tp."], option="tensor_parallel_size")
     _check_parallel(options)
+    _check_attention(options)
     training = options.work.training
     if training.lora_targets is not None and training.lora_rank is None:
         raise BadOptionError([Option("lora_targets"), " needs ", Option("lora_rank"), " (the LoRA rank, e.g. 16)."])
 
 
 _TRAINING_STRATEGIES = "ddp, zero1, zero2, zero3 or fsdp"
+
+
+def _check_attention(options: Options) -> None:
+    """The attention kernel shapes simulated steps (inference, training); flash_attention_2 runs on CUDA in 16 bits."""
+    kernel = options.hardware.attn_implementation
+    if kernel is None:
+        return
+    if options.mode not in (Mode.INFERENCE, Mode.TRAINING):
+        raise BadOptionError([Option("attn_implementation"), f" {kernel.value} shapes ", Option("mode"),
+                              " inference and training (the simulated steps); drop it for ", Option("mode"), f" {options.mode.value}."],
+                             option="attn_implementation")
+    if kernel is AttnImplementation.FLEX_ATTENTION:
+        raise UnsupportedError([Option("attn_implementation"), " flex_attention is not simulated yet (its compiled kernel is not "
+                                "modelled); use sdpa, eager or flash_attention_2."])
+    if kernel is AttnImplementation.FLASH_ATTENTION_2 and options.hardware.device is Device.CPU:
+        raise BadOptionError([Option("attn_implementation"), " flash_attention_2 runs on CUDA GPUs only; use ", Option("device"),
+                              " cuda, or sdpa or eager on the CPU."], option="attn_implementation")
+    # flash_attention_2: a float32 row gets no peak and says why (estimator.peak.attention.row_refusal)
+    if options.parallel.strategy is not None:
+        raise UnsupportedError([Option("attn_implementation"), " is not simulated with ", Option("strategy"),
+                                " yet; drop one of them."])
 
 
 def _check_parallel(options: Options) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from estimator.options.vocab import (
     DEFAULT_DTYPES,
+    AttnImplementation,
     Device,
     DType,
     FlashAttn,
@@ -100,6 +101,7 @@ class HardwareSpec:
     device: Device = Device.CUDA
     gpu: str | None = None  # a GPU name (checked against the list by estimator.fit.gpus.find_gpu)
     gpu_memory: str | None = None  # or a capacity given by hand, "24GiB" (estimator.fit.gpus.parse_memory)
+    attn_implementation: AttnImplementation | None = None  # the attention kernel; None: transformers' default for the model
 
     @property
     def fits_a_gpu(self) -> bool:
@@ -201,6 +203,8 @@ class Options:
             shaped.update(optimizer=training.optimizer.value, pure_16bit=training.pure_16bit, gradient_checkpointing=training.gradient_checkpointing)
             if training.lora_rank is not None:
                 shaped.update(lora_rank=training.lora_rank, lora_targets=list(training.lora_targets) if training.lora_targets else None)
+        if self.hardware.attn_implementation is not None:
+            shaped["attn_implementation"] = self.hardware.attn_implementation.value
         if self.hardware.gpu is not None:
             shaped["gpu"] = self.hardware.gpu
         if self.hardware.gpu_memory is not None:

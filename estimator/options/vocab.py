@@ -201,6 +201,15 @@ def seconds(value: object, *, option: str, maximum: float = 3600.0) -> float:
     return number
 
 
+class AttnImplementation(_Choice):
+    """transformers' ``attn_implementation``: the attention kernel a simulated step runs (estimator.peak.attention)."""
+
+    EAGER = "eager"
+    SDPA = "sdpa"
+    FLASH_ATTENTION_2 = "flash_attention_2"
+    FLEX_ATTENTION = "flex_attention"
+
+
 class FlashAttn(_Choice):
     """llama.cpp's ``--flash-attn``: auto (its default) lets the backend decide."""
 

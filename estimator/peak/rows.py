@@ -29,6 +29,7 @@ from torch import nn
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.options import Device, DType, Library, Mode
+from estimator.peak.attention import attention_kernel, kernel_note, row_refusal, set_attention
 from estimator.result import Row
 from estimator.source.limits import position_field
 
@@ -154,7 +155,7 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
     beyond = position_note(resolved.config, work) if work.shape.image_size is None else None
     for load_row in built_rows(resolved, load):
         dtype = DType.parse(load_row.dtype, option="dtypes")
-        reason = _why_not(dtype, work)
+        reason = _why_not(dtype, work) or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.attention
         if reason is not None:
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
@@ -182,8 +183,9 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
     from estimator.peak import simulate_peak
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
-    with _SIMULATION_LOCK, _lora_targets_worded(resolved):
-        return simulate_peak(
+    used = set_attention(model, _kernel(hardware))  # the attention kernel (estimator.peak.attention)
+    with _SIMULATION_LOCK, _lora_targets_worded(resolved), attention_kernel(_kernel(hardware)):
+        result = simulate_peak(
             model,
             mode="training" if work.mode is Mode.TRAINING else "inference",
             device="cpu" if hardware.device is Device.CPU else "cuda",
@@ -195,6 +197,12 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
             extrapolate_layers=not hardware.fits_a_gpu,  # the allocator's figures need the whole model
             media=media_request(resolved, work),
         )
+    note = kernel_note(used, _kernel(hardware))
+    return result if note is None else replace(result, notes=(*result.notes, note))
+
+
+def _kernel(hardware: HardwareSpec) -> str | None:
+    return None if hardware.attn_implementation is None else hardware.attn_implementation.value
 
 
 def image_tokens(resolved: Resolved, work: WorkSpec) -> int:

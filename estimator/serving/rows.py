@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.options import DType, KVCacheDType, Library
 from estimator.result import Row
+from estimator.serving.scheme import vllm_scheme
 from estimator.source.limits import position_field
 from estimator.source.stored import ROW_ITEMSIZE  # the bytes of a float row's values
 
@@ -94,8 +95,9 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
         components = {"weights": result.weights_bytes, "activations": result.profile_peak_bytes,
                       "kv_cache": result.blocks.cache_bytes}
         served = result.to_dict()
+        scheme, scheme_note = vllm_scheme(config, serving.quantization.value, gpu.compute_capability)  # estimator.serving.scheme
         served.update(tensor_parallel_size=serving.tensor_parallel_size, pipeline_parallel_size=serving.pipeline_parallel_size,
-                      vllm_version=serving.vllm_version.value, quantization=_quant_name(config, serving),
+                      vllm_version=serving.vllm_version.value, quantization=_quant_name(config, serving), vllm_quantization=scheme,
                       limiting_stage=limiting, profile_phase=profile.phase,
                       ranks=[_rank_dict(stage, plan_s, prof) for stage, (plan_s, prof) in enumerate(stages)])
         rows.append(replace(
@@ -104,7 +106,7 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
             components=components,
             method="simulated",
             serving=served,
-            notes=(*load_row.notes, *_notes(result, gpu_name, serving.kv_cache_dtype, profile, serving, limiting), *result.notes),
+            notes=(*load_row.notes, scheme_note, *_notes(result, gpu_name, serving.kv_cache_dtype, profile, serving, limiting), *result.notes),
         ))
     return tuple(rows)
 

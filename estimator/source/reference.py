@@ -1,4 +1,4 @@
-"""Turn what a user typed into a :class:`ModelRef`: a Hub repo id, a Hub URL, or a local folder.
+"""Turn what a user typed into a :class:`ModelRef`: a Hub repo id, a Hub URL, a local folder, or a local ``.gguf`` file.
 
 :func:`parse_reference` (the CLI and Python) also accepts a local folder, so it looks at the disk;
 :func:`parse_hub_reference` (the hosted page) accepts Hub ids and Hub URLs only and never looks at
@@ -40,7 +40,7 @@ class ModelRef:
 
 
 def parse_reference(text: str, *, revision: str | None = None, endpoint: str | None = None) -> ModelRef:
-    """Parse ``text`` as a local folder, a Hub URL or a Hub repo id.
+    """Parse ``text`` as a local folder, a local ``.gguf`` file (or a folder of them), a Hub URL or a Hub repo id.
 
     A URL's ``/tree/REV`` gives the revision unless ``revision`` is given explicitly.
     ``endpoint`` (the ``HF_ENDPOINT`` in force) is accepted as a Hub host too.
@@ -59,11 +59,16 @@ def parse_reference(text: str, *, revision: str | None = None, endpoint: str | N
     if exists:
         if candidate.is_file() and candidate.name in CONFIG_FILES:
             candidate = candidate.parent
+        if candidate.is_file() and candidate.name.lower().endswith(".gguf"):  # a GGUF file: the whole model (llama.cpp)
+            return ModelRef(path=candidate.resolve(), revision=revision)
         if not candidate.is_dir():
-            raise BadReferenceError(f"{text} is a file; give the folder that holds its config.json.")
-        if not any((candidate / name).is_file() for name in CONFIG_FILES) and not (candidate / "unet").is_dir():
-            raise NoConfigError(f"The folder {text} has no config.json (nor model_index.json or modules.json); point at the folder that holds the model's config.")
+            raise BadReferenceError(f"{text} is a file; give the folder that holds its config.json, or a .gguf file.")
+        if not any((candidate / name).is_file() for name in CONFIG_FILES) and not (candidate / "unet").is_dir() and not is_gguf_folder(candidate):
+            raise NoConfigError(f"The folder {text} has no config.json (nor model_index.json or modules.json) and no .gguf file; point at "
+                                "the folder that holds the model's config, or at a .gguf file.")
         return ModelRef(path=candidate.resolve(), revision=revision)
+    if text.lower().endswith(".gguf") and (is_path_like(text) or text.count("/") != 1):
+        raise BadReferenceError(f"No such GGUF file: {text}. Give the path of a .gguf file on this machine, or a Hub repo id.")
     if text.startswith(("/", "./", "../", "~")):
         raise BadReferenceError(f"No such folder: {text}.")
 
@@ -85,6 +90,16 @@ def parse_hub_reference(text: str, *, revision: str | None = None, endpoint: str
     if is_path_like(text):
         raise BadReferenceError(HUB_ONLY)
     return _parse_hub(text, revision=revision, endpoint=endpoint, also="")
+
+
+def is_gguf_path(path: Path) -> bool:
+    """True for a local ``.gguf`` file, or a folder of them without a config.json (estimated as llama.cpp runs them)."""
+    return (path.is_file() and path.name.lower().endswith(".gguf")) or (path.is_dir() and is_gguf_folder(path))
+
+
+def is_gguf_folder(path: Path) -> bool:
+    """A folder holding ``.gguf`` files and none of the config files a model is built from."""
+    return not any((path / name).is_file() for name in CONFIG_FILES) and any(p.name.lower().endswith(".gguf") for p in path.iterdir())
 
 
 def is_path_like(text: str) -> bool:

@@ -1,0 +1,129 @@
+"""``--attn-implementation``: the attention kernel the simulated step runs (issue 32, item 5).
+
+Truth is the CPU allocator's peak of the real run (``testkit.peak_truth.measure_workload``: torch.profiler, the model
+built inside the profile, a fresh process per case, as tests/test_peak_accuracy.py measures): a Llama of 2 layers,
+4 heads, on a 1,024-token prompt, built with transformers' ``attn_implementation`` eager and sdpa, against
+``estimate()`` of the same config from a local folder with ``attn_implementation`` given (the option's whole path:
+parse, build, simulate). Eager materialises the score matrices (4 heads x 1,024 x 1,024 float32 = 16 MiB each);
+SDPA's CPU kernel does not.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from estimator import estimate
+from estimator.errors import BadOptionError, UnsupportedError
+from testkit.hub_process import REPO_ROOT
+
+CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+          "max_position_embeddings": 4096}
+SEQ = 1024
+SCORES = 4 * SEQ * SEQ * 4  # one layer's score matrices: heads x L x L, float32
+TOLERANCE = 0.02
+
+_TRUTH = r"""
+import json, sys, torch, transformers
+from testkit.peak_truth import measure_workload
+config = transformers.LlamaConfig(**json.loads(sys.argv[1]))
+def build():
+    return transformers.LlamaForCausalLM._from_config(config, dtype=torch.float32, attn_implementation=sys.argv[2])
+found = measure_workload(build, sys.argv[3], batch_size=1, seq_len=int(sys.argv[4]))
+print(json.dumps(found.peak_bytes))
+"""
+
+
+def truth(kernel: str, mode: str) -> int:
+    kwargs = {k: v for k, v in CONFIG.items() if k not in ("architectures", "model_type")}
+    done = subprocess.run([sys.executable, "-c", _TRUTH, json.dumps(kwargs), kernel, mode, str(SEQ)], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("llama")
+    (path / "config.json").write_text(json.dumps(CONFIG))
+    return path
+
+
+def simulated(folder: Path, **kwargs: Any) -> Any:
+    (row,) = estimate(str(folder), dtypes="float32", seq_len=SEQ, **{"mode": "inference", "device": "cpu", **kwargs}).rows
+    assert row.method == "simulated", row.notes
+    return row
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_eager_and_sdpa_on_the_cpu_allocator(folder: Path, mode: str) -> None:
+    measured = {kernel: truth(kernel, mode) for kernel in ("eager", "sdpa")}
+    rows = {kernel: simulated(folder, mode=mode, attn_implementation=kernel) for kernel in ("eager", "sdpa")}
+    for kernel, row in rows.items():
+        error = (row.peak_bytes - measured[kernel]) / measured[kernel]
+        assert abs(error) <= TOLERANCE, (kernel, mode, row.peak_bytes, measured[kernel], f"{error:+.2%}")
+        assert f"attention: {kernel} (asked)" in row.notes
+    # eager holds score matrices that sdpa never makes: the difference is at least one layer's, and the simulation
+    # finds the measured difference
+    gap_measured = measured["eager"] - measured["sdpa"]
+    gap_simulated = rows["eager"].peak_bytes - rows["sdpa"].peak_bytes
+    assert gap_measured >= SCORES and abs(gap_simulated - gap_measured) <= TOLERANCE * gap_measured, (gap_simulated, gap_measured)
+    if mode == "inference":  # transformers' default for this model, on CPU: sdpa
+        default = simulated(folder)
+        assert default.peak_bytes == rows["sdpa"].peak_bytes and "attention: sdpa (transformers default for this model)" in default.notes
+
+
+def test_flash_attention_2_on_cuda(folder: Path) -> None:
+    """No score matrix: out and softmax_lse (FlashAttention-2's mha_fwd), as SDPA's own flash backend; eager holds the scores."""
+    rows = {kernel: estimate(str(folder), dtypes=["bfloat16", "float32"], seq_len=SEQ, mode="inference", attn_implementation=kernel)
+            for kernel in ("eager", "sdpa", "flash_attention_2")}
+    flash, flash32 = rows["flash_attention_2"].rows
+    assert flash.method == "simulated" and "attention: flash_attention_2 (asked)" in flash.notes
+    assert flash32.peak_bytes is None and any("flash_attention_2 runs in float16 and bfloat16 only" in n for n in flash32.notes)
+    eager, sdpa = rows["eager"].rows[0], rows["sdpa"].rows[0]
+    assert flash.peak_bytes == sdpa.peak_bytes  # bf16, no mask: CUDA's SDPA picks its flash backend (FlashAttention-2)
+    assert eager.peak_bytes - flash.peak_bytes >= 4 * SEQ * SEQ * 2  # at least one layer's bfloat16 scores
+    assert rows["flash_attention_2"].options["attn_implementation"] == "flash_attention_2"
+
+
+def test_refusals(folder: Path) -> None:
+    with pytest.raises(BadOptionError, match="flash_attention_2 runs on CUDA GPUs only"):
+        estimate(str(folder), mode="inference", device="cpu", attn_implementation="flash_attention_2")
+    with pytest.raises(UnsupportedError, match="flex_attention is not simulated yet"):
+        estimate(str(folder), mode="inference", attn_implementation="flex_attention")
+    with pytest.raises(BadOptionError, match="shapes .*inference and training"):
+        estimate(str(folder), attn_implementation="eager")
+    with pytest.raises(BadOptionError, match="must be one of"):
+        estimate(str(folder), mode="inference", attn_implementation="flash")
+
+
+def test_a_kernel_the_model_cannot_run_is_refused() -> None:
+    """A module without a transformers config, and a class transformers does not run flash_attention_2 for."""
+    import torch
+    import transformers
+
+    from estimator.peak.attention import set_attention
+
+    with pytest.raises(UnsupportedError, match="is not one: drop it"):
+        set_attention(torch.nn.Linear(2, 2), "eager")
+    kwargs = {k: v for k, v in CONFIG.items() if k not in ("architectures", "model_type")}
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM._from_config(transformers.LlamaConfig(**kwargs), dtype=torch.bfloat16)
+    assert set_attention(model, None) == "sdpa"
+    model._supports_flash_attn = False  # as a class without FlashAttention support says
+    with pytest.raises(UnsupportedError, match="transformers does not support it"):
+        set_attention(model, "flash_attention_2")
+
+
+    def refuse(implementation: str) -> None:  # what transformers raises for a class without that kernel
+        raise ValueError(f"{type(model).__name__} does not support an attention implementation through {implementation} yet.")
+
+    model.set_attn_implementation = refuse  # type: ignore[method-assign,assignment]
+    with pytest.raises(UnsupportedError, match="eager: transformers refuses it for LlamaForCausalLM .*does not support"):
+        set_attention(model, "eager")
