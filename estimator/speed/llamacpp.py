@@ -1,0 +1,368 @@
+"""llama.cpp's speed for a GGUF model: prompt processing (pp) and generation (tg) tokens/s, modelled.
+
+Built from the GGUF's own tensors (their ggml types and bytes, gguf-py's block sizes through
+:mod:`estimator.gguf.header`) and hyperparameters (:mod:`estimator.gguf.hparams`), as ggml's
+CUDA / Metal / CPU kernels run them, each kernel timed by the roofline (:mod:`estimator.speed.roofline`):
+
+* **tg** (one token, batch 1): every weight matrix is one mat-vec kernel that reads the matrix once
+  (its bytes in the file: a Q4_K matrix is 144 bytes per 256 weights); the token embedding reads one
+  row; each layer reads its KV cache up to the context; without flash attention ggml's ``mul_mat``
+  broadcasts K and V over the query heads, so a KV head's rows are read once per query head it
+  serves (``n_head / n_head_kv`` times), with flash attention once. Norms, RoPE, the cache copies,
+  softmax, activations and residual adds are one small kernel each; every kernel takes at least the
+  launch floor (:data:`~estimator.speed.roofline.KERNEL_FLOOR_S`, or with llama.cpp's CUDA graphs
+  :data:`KERNEL_FLOOR_GRAPH_S`).
+* **pp** (a prompt in micro-batches of ``n_ubatch`` tokens, 512 by default): each weight matrix is
+  a matmul of ``2 x rows x cols x tokens`` FLOPs. On CUDA a quantized matrix is either dequantized to
+  F16 by its own kernel (read the quant, write 2 bytes a weight) and multiplied by cuBLAS in F16
+  (llama.cpp before int8 tensor-core MMQ, June 2024, and on Volta since), or multiplied in-kernel
+  by MMQ at the int8 tensor rate (``mmq``); Metal and the CPU dequantize inside the matmul.
+  Without flash attention the scores ``n_head x tokens x n_kv`` are written as F32 by the KQ
+  matmul, read and written by the softmax, converted to F16 and read by the KQV matmul (20 bytes a
+  score); with flash attention one kernel reads K and V. Each micro-batch attends to the cache
+  filled so far (``n_kv`` grows by ``n_ubatch`` per micro-batch).
+* **offload** (``n_gpu_layers`` below all): the first layers stay on the CPU (llama.cpp's
+  ``i_gpu_start``, :mod:`estimator.gguf.offload`); in tg they run on the host at the RAM's
+  bandwidth; in pp llama.cpp copies their weights to the GPU for each micro-batch (batches of 32
+  tokens and more) over PCIe (:data:`PCIE_BYTES_S`) and multiplies there. ``offload_kqv`` False
+  keeps the KV cache and attention on the host (``-nkvo``).
+
+Labelled ``modelled``: the FLOP and byte counts are exact for the kernels named; the times are the
+roofline's, with its published constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from estimator.gguf.header import TensorInfo
+from estimator.gguf.hparams import HParams
+from estimator.gguf.kv_cache import row_bytes
+from estimator.gguf.weights import INPUT_TENSORS, layer_of
+from estimator.speed.cost import OpCost, Phase, PhaseCost
+from estimator.speed.hardware import Hardware, Kind, find_hardware
+from estimator.speed.roofline import KERNEL_FLOOR_S, Label, PhaseTime, phase_time
+
+__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "generation", "prompt",
+           "speed", "tg_cost"]
+
+KERNEL_FLOOR_GRAPH_S = 3.4e-6
+"""A kernel's least time inside a CUDA graph: NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019,
+https://developer.nvidia.com/blog/cuda-graphs/) measures 3.4 us per kernel for the same short kernels
+replayed from a graph (3.8 us launched one by one). llama.cpp captures its batch-1 decode in a CUDA
+graph from build b2822 (PR #6766, May 2024) on Ampere and newer; Volta and older run without."""
+
+PCIE_BYTES_S = 31.5e9
+"""PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 encoding / 8 bits = 31.5 GB/s each way (PCI-SIG PCI Express
+Base Specification 4.0); what llama.cpp's copies of CPU-held weights to the GPU cross in pp."""
+
+DEFAULT_HOST = "CPU DDR5-5600 2ch 64GB"
+_PLAIN = {"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"}
+_F32 = 4
+
+
+class QuantGemm(str, Enum):
+    """How llama.cpp multiplies a quantized matrix by a batch on CUDA."""
+
+    DEQUANT = "dequant"  # dequantize to F16 (own kernel), then cuBLAS F16 GEMM
+    MMQ = "mmq"  # in-kernel (int8 tensor cores): the quant read once, FLOPs at the int8 rate
+
+
+@dataclass(frozen=True)
+class LlamaCppRun:
+    """llama.cpp's settings that change its speed (llama-bench's names)."""
+
+    flash_attn: bool = False
+    n_ubatch: int = 512
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_gpu_layers: int = -1  # -1: every layer on the GPU
+    offload_kqv: bool = True
+    cuda_graphs: bool = True  # tg on CUDA: llama.cpp's CUDA graphs (b2822 and later, Ampere and newer)
+    quant_gemm: QuantGemm = QuantGemm.MMQ
+    all_logits: bool = False  # the output matrix for every prompt token (llama-perplexity) or only the last (llama-bench, llama-cli)
+
+
+@dataclass(frozen=True)
+class LlamaCppSpeed:
+    """One speed answer: tokens/s, the time's parts on the GPU and on the host, and the inputs a user can check."""
+
+    phase: Phase
+    tokens_per_second: float
+    tokens: int
+    seconds: float
+    gpu: PhaseTime | None
+    host: PhaseTime | None
+    transfer_seconds: float
+    weight_bytes: int  # weight bytes read per token (tg) or per micro-batch (pp)
+    kv_bytes: int  # KV cache bytes read (tg: per token at the mean context)
+    bytes_per_token: int
+    flops_per_token: int
+    hardware: str
+    label: Label = Label.MODELLED
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "phase": self.phase.value, "tokens_per_second": self.tokens_per_second, "tokens": self.tokens, "seconds": self.seconds,
+            "bytes_per_token": self.bytes_per_token, "flops_per_token": self.flops_per_token, "weight_bytes": self.weight_bytes,
+            "kv_bytes": self.kv_bytes, "transfer_seconds": self.transfer_seconds, "hardware": self.hardware, "label": self.label.value,
+            "gpu": None if self.gpu is None else self.gpu.to_dict(), "host": None if self.host is None else self.host.to_dict(),
+        }
+
+
+def _elements(t: TensorInfo) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    return n
+
+
+def _is_matrix(t: TensorInfo) -> bool:
+    return len([d for d in t.shape if d > 1]) >= 2
+
+
+def _layers_on_cpu(hp: HParams, run: LlamaCppRun) -> int:
+    """Repeating layers llama.cpp keeps on the CPU: ``i_gpu_start = max(n_layer + 1 - ngl, 0)``."""
+    if run.n_gpu_layers < 0:
+        return 0
+    return min(hp.n_layer, max(hp.n_layer + 1 - run.n_gpu_layers, 0))
+
+
+def _kv_row(hp: HParams, il: int, run: LlamaCppRun) -> tuple[int, int]:
+    k = row_bytes(run.type_k, hp.n_embd_k_gqa(il)) if hp.n_head_kv[il] else 0
+    v = row_bytes(run.type_v, hp.n_embd_v_gqa(il)) if hp.n_head_kv[il] and hp.n_embd_v_gqa(il) else 0
+    return k, v
+
+
+def _kv_cells(hp: HParams, il: int, n_kv: int) -> int:
+    return min(n_kv, hp.n_swa) if hp.is_swa[il] and hp.n_swa else n_kv
+
+
+def _pad(n: int, run: LlamaCppRun) -> int:
+    """``n_kv``: the cache cells one step attends to, llama.cpp's padding (256 with flash attention, else 32)."""
+    pad = 256 if run.flash_attn else 32
+    return -(-n // pad) * pad
+
+
+def _act(dtype: str) -> str:
+    return "fp16" if dtype in ("F16", "BF16") else "fp32"
+
+
+def _gemm_dtype(ggml_type: str, hardware: Hardware) -> str:
+    """The peak a batched F16 matmul runs at: on NVIDIA GPUs llama.cpp asks cuBLAS for F16 inputs with F16 accumulation
+    (``cublasGemmEx(..., CUBLAS_COMPUTE_16F)`` in ``ggml_cuda_op_mul_mat_cublas``), the tensor cores' ``fp16_acc16`` rate
+    (twice the FP32-accumulate rate on GeForce cards, the same on data-centre ones)."""
+    if ggml_type not in ("F16", "BF16"):
+        return "fp32"
+    return "fp16_acc16" if hardware.kind is Kind.GPU and hardware.vendor == "nvidia" and ggml_type == "F16" else _act(ggml_type)
+
+
+def _groups(tensors: Sequence[TensorInfo], hp: HParams) -> tuple[list[TensorInfo], dict[int, list[TensorInfo]], list[TensorInfo]]:
+    inputs, output = [], []
+    layers: dict[int, list[TensorInfo]] = {il: [] for il in range(hp.n_layer)}
+    for t in tensors:
+        il = layer_of(t)
+        if il is not None:
+            layers.setdefault(il, []).append(t)
+        elif t.name.startswith(INPUT_TENSORS):
+            inputs.append(t)
+        else:
+            output.append(t)
+    if not any(t.name == "output.weight" for t in output):  # tied embeddings: the head reads token_embd
+        output += [t for t in inputs if t.name == "token_embd.weight"]
+    return inputs, layers, output
+
+
+def _small(name: str, n: int, width: int, passes: int = 2) -> OpCost:
+    """An element-wise kernel over ``n`` tokens of ``width`` F32 values (read ``passes - 1`` inputs, write one)."""
+    return OpCost(name, n * width, (passes - 1) * n * width * _F32, n * width * _F32, "fp32", formula="elementwise")
+
+
+def _layer_fixed(hp: HParams, il: int, n: int, layer: list[TensorInfo]) -> list[OpCost]:
+    """The kernels of a layer that are not a weight's: norms, RoPE, cache copies, activation and residual adds."""
+    e = hp.n_embd
+    ops = [_small("norm", n, e) for t in layer if t.name.endswith("norm.weight")]
+    ops += [_small("mul/add (norm weight, bias)", n, e, 3) for t in layer if not _is_matrix(t)]
+    q = hp.n_head[il] * hp.head_k[il]
+    ops += [_small("rope q", n, q), _small("rope k", n, hp.n_embd_k_gqa(il)), _small("cpy k", n, hp.n_embd_k_gqa(il)),
+            _small("cpy v", n, max(hp.n_embd_v_gqa(il), 1))]
+    n_ff = max((t.shape[1] for t in layer if ".ffn_up" in t.name and len(t.shape) > 1), default=hp.n_ff)
+    gated = any(".ffn_gate." in t.name for t in layer)
+    ops += [_small("activation", n, n_ff, 3 if gated else 2)]
+    ops += [_small("add (residual)", n, e, 3), _small("add (residual)", n, e, 3)]
+    return ops
+
+
+def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun) -> tuple[list[OpCost], int]:
+    """Attention of ``n`` query tokens over ``n_kv`` cache cells in one layer; and the KV bytes read."""
+    if not hp.n_head_kv[il]:
+        return [], 0
+    cells = _kv_cells(hp, il, n_kv)
+    k_row, v_row = _kv_row(hp, il, run)
+    heads, kv_heads = hp.n_head[il], hp.n_head_kv[il]
+    flops = 2 * heads * n * cells * (hp.head_k[il] + hp.head_v[il])
+    q_bytes = n * heads * hp.head_k[il] * _F32
+    out_bytes = n * heads * hp.head_v[il] * _F32
+    if run.flash_attn:
+        kv = cells * (k_row + v_row)
+        return [OpCost("flash_attn_ext", flops, kv + q_bytes, out_bytes, "fp16", formula="attention")], kv
+    reread = heads // kv_heads  # ggml mul_mat broadcasts K / V over the query heads
+    att = "fp16_acc16" if n > 1 else "fp16"
+    k_read, v_read = cells * k_row * reread, cells * v_row * reread
+    scores = heads * n * cells
+    ops = [
+        OpCost("mul_mat (KQ)", 2 * heads * n * cells * hp.head_k[il], k_read + q_bytes, scores * _F32, att, formula="attention"),
+        OpCost("soft_max_ext", 5 * scores, scores * _F32 + n * cells * 2, scores * _F32, "fp32", formula="elementwise"),
+        OpCost("mul_mat (KQV)", 2 * heads * n * cells * hp.head_v[il], v_read + scores * (_F32 + 2 * 2), scores * 2 + out_bytes, att,
+               formula="attention"),
+        _small("cont (permute)", n, heads * hp.head_v[il]),
+    ]
+    return ops, k_read + v_read
+
+
+def _matmul(t: TensorInfo, n: int, run: LlamaCppRun, hardware: Hardware) -> list[OpCost]:
+    """The kernels that multiply ``n`` tokens by weight ``t`` (rows ``shape[1]``, columns ``shape[0]``)."""
+    elems = _elements(t)
+    cols, rows = t.shape[0], elems // max(t.shape[0], 1)
+    act_in, act_out = n * cols * _F32, n * rows * _F32
+    if n == 1:  # mat-vec: reads the matrix once
+        return [OpCost(f"mul_mat_vec ({t.ggml_type})", 2 * elems, t.n_bytes + act_in, act_out, _act(t.ggml_type), formula="matmul")]
+    if t.ggml_type in _PLAIN:
+        return [OpCost(f"mul_mat ({t.ggml_type})", 2 * elems * n, t.n_bytes + act_in, act_out, _gemm_dtype(t.ggml_type, hardware), formula="matmul")]
+    if hardware.kind is Kind.GPU and hardware.vendor == "nvidia" and run.quant_gemm is QuantGemm.DEQUANT:
+        return [OpCost(f"dequantize ({t.ggml_type} -> F16)", 0, t.n_bytes, 2 * elems, "fp16", formula="elementwise"),
+                OpCost("cublas gemm (F16)", 2 * elems * n, 2 * elems + act_in + n * cols * 2, act_out, _gemm_dtype("F16", hardware),
+                       formula="matmul")]
+    dtype = "int8" if hardware.kind is Kind.GPU and hardware.vendor == "nvidia" else "fp16"
+    return [OpCost(f"mul_mat_q ({t.ggml_type})", 2 * elems * n, t.n_bytes + act_in, act_out, dtype if hardware.kind is not Kind.CPU else "fp32",
+                   formula="matmul")]
+
+
+@dataclass
+class _Side:
+    ops: list[OpCost] = field(default_factory=list)
+    weight_bytes: int = 0
+    kv_bytes: int = 0
+
+
+def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: LlamaCppRun, gpu: Hardware, host: Hardware,
+          logits: int) -> tuple[_Side, _Side, int]:
+    """One forward of ``n`` tokens over ``n_kv`` cells: the GPU's ops, the host's ops, and bytes copied over PCIe."""
+    inputs, layers, output = _groups(tensors, hp)
+    on_cpu = _layers_on_cpu(hp, run)
+    dev, cpu = _Side(), _Side()
+    copied = 0
+    for t in inputs:  # get_rows: one row per token, on the CPU (the input layer stays there)
+        if t.name == "token_embd.weight":
+            row = t.n_bytes // max(_elements(t) // t.shape[0], 1)
+            cpu.ops.append(OpCost("get_rows (token_embd)", 0, n * row, n * hp.n_embd * _F32, "fp32", formula="elementwise"))
+            cpu.weight_bytes += n * row
+    for il in range(hp.n_layer):
+        layer = layers.get(il, [])
+        side = cpu if il < on_cpu else dev
+        weights_hw = host if il < on_cpu else gpu
+        if il < on_cpu and n >= 32 and gpu.kind is Kind.GPU:  # llama.cpp offloads big batches: weights copied to the GPU
+            side, weights_hw = dev, gpu
+            copied += sum(t.n_bytes for t in layer if _is_matrix(t))
+        for t in layer:
+            if _is_matrix(t):
+                side.ops += _matmul(t, n, run, weights_hw)
+                side.weight_bytes += t.n_bytes
+        side.ops += _layer_fixed(hp, il, n, layer)
+        att_side = (cpu if il < on_cpu else dev) if run.offload_kqv else cpu
+        ops, kv = _attention(hp, il, n, n_kv, run)
+        att_side.ops += ops
+        att_side.kv_bytes += kv
+    head = dev if run.n_gpu_layers != 0 else cpu
+    head_hw = gpu if head is dev else host
+    for t in output:
+        if _is_matrix(t):
+            head.ops += _matmul(t, logits, run, head_hw)
+            head.weight_bytes += t.n_bytes
+        else:
+            head.ops.append(_small("output norm", n, hp.n_embd, 3))
+    return dev, cpu, copied
+
+
+def _time(side: _Side, phase: Phase, tokens: int, hw: Hardware, graphs: bool) -> PhaseTime | None:
+    """The roofline time of one side's kernels: the CPU runs them in its own thread pool (no launch floor);
+    a GPU with CUDA graphs at :data:`KERNEL_FLOOR_GRAPH_S` per kernel, else :data:`~estimator.speed.roofline.KERNEL_FLOOR_S`."""
+    if not side.ops:
+        return None
+    cost = PhaseCost(phase, tuple(side.ops), tokens)
+    floor = KERNEL_FLOOR_GRAPH_S if graphs and hw.kind is Kind.GPU else KERNEL_FLOOR_S
+    return phase_time(cost, hw, launch_hidden=hw.kind is Kind.CPU, label=Label.MODELLED, kernel_floor=floor)
+
+
+def tg_cost(tensors: Sequence[TensorInfo], hp: HParams, context: int, run: LlamaCppRun = LlamaCppRun(),
+            gpu: Hardware | None = None, host: Hardware | None = None) -> tuple[PhaseCost, PhaseCost]:
+    """The (GPU, host) ops of generating one token with ``context`` tokens already in the cache."""
+    gpu_hw = gpu or find_hardware("RTX 4090")
+    host_hw = host or find_hardware(DEFAULT_HOST)
+    dev, cpu, _ = _step(tensors, hp, 1, _pad(context + 1, run), run, gpu_hw, host_hw, 1)
+    return PhaseCost(Phase.DECODE, tuple(dev.ops), 1), PhaseCost(Phase.DECODE, tuple(cpu.ops), 1)
+
+
+def generation(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_gen: int = 128, depth: int = 0,
+               run: LlamaCppRun = LlamaCppRun(), host: Hardware | None = None) -> LlamaCppSpeed:
+    """tg: ``n_gen`` tokens generated after ``depth`` tokens of context (llama-bench ``tg N``: depth 0), timed at the mean context."""
+    host_hw = host or (hardware if hardware.kind is not Kind.GPU else find_hardware(DEFAULT_HOST))
+    context = depth + (n_gen - 1) // 2
+    dev, cpu, _ = _step(tensors, hp, 1, _pad(context + 1, run), run, hardware, host_hw, 1)
+    if hardware.kind is not Kind.GPU:  # Apple / CPU: one memory, one device
+        dev.ops += cpu.ops
+        dev.weight_bytes += cpu.weight_bytes
+        dev.kv_bytes += cpu.kv_bytes
+        cpu = _Side()
+    graphs = run.cuda_graphs and hardware.vendor == "nvidia" and float(hardware.compute_capability or 0) >= 8.0
+    g, h = _time(dev, Phase.DECODE, 1, hardware, graphs), _time(cpu, Phase.DECODE, 1, host_hw, False)
+    seconds = (g.seconds if g else 0.0) + (h.seconds if h else 0.0)
+    moved = (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
+    flops = (g.flops if g else 0) + (h.flops if h else 0)
+    return LlamaCppSpeed(Phase.DECODE, 1 / seconds, n_gen, seconds * n_gen, g, h, 0.0, dev.weight_bytes + cpu.weight_bytes,
+                         dev.kv_bytes + cpu.kv_bytes, moved, flops, hardware.name,
+                         notes=(f"at the mean context {context:,}; launch floor {'3.4 us (CUDA graphs)' if graphs else '3.8 us'} per kernel",))
+
+
+def prompt(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_prompt: int = 512, depth: int = 0,
+           run: LlamaCppRun = LlamaCppRun(), host: Hardware | None = None, restart_every: int = 0) -> LlamaCppSpeed:
+    """pp: ``n_prompt`` tokens in micro-batches of ``run.n_ubatch`` after ``depth`` cached tokens (llama-bench ``pp N``: depth 0).
+
+    ``restart_every``: the cache is cleared every so many tokens (llama-perplexity's chunks of ``-c``).
+    """
+    host_hw = host or (hardware if hardware.kind is not Kind.GPU else find_hardware(DEFAULT_HOST))
+    seconds = transfer = 0.0
+    moved = flops = weight = kv = 0
+    g_last = h_last = None
+    done = 0
+    while done < n_prompt:
+        n = min(run.n_ubatch, n_prompt - done)
+        cached = depth + (done % restart_every if restart_every else done)
+        last = done + n >= n_prompt
+        logits = n if run.all_logits else (1 if last else 0)
+        dev, cpu, copied = _step(tensors, hp, n, _pad(cached + n, run), run, hardware, host_hw, logits)
+        if hardware.kind is not Kind.GPU:
+            dev.ops += cpu.ops
+            cpu = _Side()
+        g, h = _time(dev, Phase.PREFILL, n, hardware, False), _time(cpu, Phase.PREFILL, n, host_hw, False)
+        t_copy = copied / PCIE_BYTES_S
+        seconds += (g.seconds if g else 0.0) + (h.seconds if h else 0.0) + t_copy
+        transfer += t_copy
+        moved += (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
+        flops += (g.flops if g else 0) + (h.flops if h else 0)
+        weight, kv = dev.weight_bytes + cpu.weight_bytes, dev.kv_bytes + cpu.kv_bytes
+        g_last, h_last = g or g_last, h or h_last
+        done += n
+    return LlamaCppSpeed(Phase.PREFILL, n_prompt / seconds, n_prompt, seconds, g_last, h_last, transfer, weight, kv,
+                         moved // n_prompt, flops // n_prompt, hardware.name,
+                         notes=(f"{-(-n_prompt // run.n_ubatch)} micro-batches of {run.n_ubatch}; quantized matmuls: {run.quant_gemm.value}",))
+
+
+def speed(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_prompt: int = 512, n_gen: int = 128,
+          run: LlamaCppRun = LlamaCppRun(), host: Hardware | None = None) -> tuple[LlamaCppSpeed, LlamaCppSpeed]:
+    """llama-bench's two answers: ``pp n_prompt`` and ``tg n_gen`` (each from an empty cache)."""
+    return (prompt(tensors, hp, hardware, n_prompt=n_prompt, run=run, host=host),
+            generation(tensors, hp, hardware, n_gen=n_gen, run=run, host=host))
