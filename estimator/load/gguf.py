@@ -20,13 +20,14 @@ their own and get no row.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.gguf import compute, kv_cache, offload
 from estimator.gguf.header import FIRST_READ, GGUFHeader, read_header
-from estimator.gguf.hparams import hparams
+from estimator.gguf.hparams import HParams, hparams
 from estimator.gguf.weights import weights
 from estimator.options import FlashAttn, GGUFSpec, Mode, Options
 from estimator.result import Estimate, Row
@@ -36,6 +37,8 @@ from estimator.units import format_bytes
 _QUANT = re.compile(r"(?i)(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32|FP16|FP32)(?=(?:-\d{5}-of-\d{5})?\.gguf$|[-_.])")
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})(?=\.gguf$)")
 _WORKERS = 8
+# the speed of one row (estimator.speed, passed in by estimator.api): (tensors, hparams, n_gpu_layers, n_ctx) -> (JSON, note)
+SpeedFn = Callable[[tuple[Any, ...], HParams, int, int], "tuple[dict[str, Any], str]"]
 
 
 def gguf_files(files: tuple[str, ...]) -> list[str]:
@@ -117,7 +120,7 @@ def _type_summary(by_type: dict[str, int]) -> str:
 
 
 def _row(label: str, members: list[str], headers: dict[str, GGUFHeader], mode: Mode, spec: GGUFSpec, capacity_bytes: int | None,
-         gpu: str | None, context: int | None) -> tuple[Row, int]:
+         gpu: str | None, context: int | None, speed: SpeedFn | None = None) -> tuple[Row, int]:
     parts = [headers[name] for name in members]
     w = weights(parts)
     file_bytes = sum(h.file_size for h in parts)
@@ -163,21 +166,27 @@ def _row(label: str, members: list[str], headers: dict[str, GGUFHeader], mode: M
             f"offload{where}: n_gpu_layers {offload_split.n_gpu_layers} of {offload_split.n_offloadable}: GPU "
             f"{format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)}{fits} (token embeddings stay on the CPU)"
         )
+    speed_answer = None
+    if speed is not None:  # llama.cpp's speed on the hardware asked for, with this split (estimator.speed.llamacpp)
+        tensors = tuple(t for part in parts for t in part.tensors)
+        speed_answer, speed_note = speed(tensors, hp, -1 if offload_split is None else offload_split.n_gpu_layers, n_ctx)
+        notes.append(speed_note)
     row = Row(
         dtype=label, total_bytes=w.total, largest_layer_bytes=largest, training_adam_bytes=None, method="formula",
         peak_bytes=sum(components.values()), components=components, notes=tuple(notes),
-        offload=None if offload_split is None else offload_split.to_dict(),
+        offload=None if offload_split is None else offload_split.to_dict(), speed=speed_answer,
     )
     return row, n_ctx
 
 
 def gguf_estimate(
-    info: Any, *, options: Options, token: str | None, timeout: float, capacity_bytes: int | None = None,
+    info: Any, *, options: Options, token: str | None, timeout: float, capacity_bytes: int | None = None, speed: SpeedFn | None = None,
 ) -> Estimate:
     """One row per quantization of a GGUF-only repo (``info``: its ``model_info``).
 
     ``capacity_bytes``: the usable memory of the GPU asked for (``options.hardware.gpu``), to split
-    the layers by; ``options.gguf.n_gpu_layers`` fixes the split instead.
+    the layers by; ``options.gguf.n_gpu_layers`` fixes the split instead. ``speed``: llama.cpp's speed of
+    each inference row on that hardware (``rows[].speed``), given by :mod:`estimator.api`.
     """
     mode, spec = options.mode, options.gguf
     check_mode(info.id, mode, revision=info.sha)
@@ -198,7 +207,7 @@ def gguf_estimate(
     rows = []
     contexts = set()
     for label, members in groups.items():
-        row, n_ctx = _row(label, members, headers, mode, spec, capacity_bytes, options.hardware.gpu, context)
+        row, n_ctx = _row(label, members, headers, mode, spec, capacity_bytes, options.hardware.gpu, context, speed)
         rows.append(row)
         contexts.add(n_ctx)
     shaped: dict[str, Any] = {

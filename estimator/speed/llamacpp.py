@@ -45,8 +45,8 @@ from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import Hardware, Kind, find_hardware
 from estimator.speed.roofline import KERNEL_FLOOR_S, Label, PhaseTime, phase_time
 
-__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "generation", "prompt",
-           "speed", "tg_cost"]
+__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer",
+           "generation", "prompt", "speed", "tg_cost"]
 
 KERNEL_FLOOR_GRAPH_S = 3.4e-6
 """A kernel's least time inside a CUDA graph: NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019,
@@ -223,13 +223,19 @@ def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun) -> tup
     return ops, k_read + v_read
 
 
-def _matmul(t: TensorInfo, n: int, run: LlamaCppRun, hardware: Hardware) -> list[OpCost]:
-    """The kernels that multiply ``n`` tokens by weight ``t`` (rows ``shape[1]``, columns ``shape[0]``)."""
-    elems = _elements(t)
-    cols, rows = t.shape[0], elems // max(t.shape[0], 1)
+def _matmul(t: TensorInfo, n: int, run: LlamaCppRun, hardware: Hardware, share: float = 1.0) -> list[OpCost]:
+    """The kernels that multiply ``n`` tokens by weight ``t`` (rows ``shape[1]``, columns ``shape[0]``).
+
+    ``share``: of a stacked experts tensor (``ffn_*_exps``), the part each token uses (``n_expert_used / n_expert``,
+    ``mul_mat_id``): one token reads only its experts; a batch of many tokens reads them all.
+    """
+    elems = int(_elements(t) * share)
+    cols = t.shape[0]
+    rows = _elements(t) // max(t.shape[0], 1) // (t.shape[2] if len(t.shape) > 2 and share < 1 else 1)
     act_in, act_out = n * cols * _F32, n * rows * _F32
-    if n == 1:  # mat-vec: reads the matrix once
-        return [OpCost(f"mul_mat_vec ({t.ggml_type})", 2 * elems, t.n_bytes + act_in, act_out, _act(t.ggml_type), formula="matmul")]
+    if n == 1:  # mat-vec: reads the matrix (its experts for this token) once
+        return [OpCost(f"mul_mat_vec ({t.ggml_type})", 2 * elems, int(t.n_bytes * share) + act_in, act_out, _act(t.ggml_type),
+                       formula="matmul")]
     if t.ggml_type in _PLAIN:
         return [OpCost(f"mul_mat ({t.ggml_type})", 2 * elems * n, t.n_bytes + act_in, act_out, _gemm_dtype(t.ggml_type, hardware), formula="matmul")]
     if hardware.kind is Kind.GPU and hardware.vendor == "nvidia" and run.quant_gemm is QuantGemm.DEQUANT:
@@ -269,8 +275,9 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
             copied += sum(t.n_bytes for t in layer if _is_matrix(t))
         for t in layer:
             if _is_matrix(t):
-                side.ops += _matmul(t, n, run, weights_hw)
-                side.weight_bytes += t.n_bytes
+                share = hp.n_expert_used / hp.n_expert if "_exps." in t.name and hp.n_expert else 1.0
+                side.ops += _matmul(t, n, run, weights_hw, share)
+                side.weight_bytes += int(t.n_bytes * share) if n == 1 else t.n_bytes
         side.ops += _layer_fixed(hp, il, n, layer)
         att_side = (cpu if il < on_cpu else dev) if run.offload_kqv else cpu
         ops, kv = _attention(hp, il, n, n_kv, run)
@@ -366,3 +373,44 @@ def speed(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_p
     """llama-bench's two answers: ``pp n_prompt`` and ``tg n_gen`` (each from an empty cache)."""
     return (prompt(tensors, hp, hardware, n_prompt=n_prompt, run=run, host=host),
             generation(tensors, hp, hardware, n_gen=n_gen, run=run, host=host))
+
+
+MEASURED_ERROR = {
+    "tg": "bench.speed_accuracy on 44 public llama.cpp runs: median |error| 13.9%, 30 of 44 within +-20%",
+    "pp": "bench.speed_accuracy on 48 public llama.cpp runs: median |error| 33.5%, 25 of 48 within +-35% (mostly over: see docs/speed.md)",
+}
+"""The bench's measured error beside each figure (``python -m bench.speed_accuracy``; bench/results/speed_accuracy.md)."""
+
+
+def answer(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_gpu_layers: int, n_prompt: int, n_gen: int,
+           n_ctx: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16") -> tuple[dict[str, object], str]:
+    """The speed answer of one GGUF row (JSON ``rows[].speed``) and its one-line note, for today's llama.cpp: flash
+    attention as asked, CUDA graphs, int8 tensor-core MMQ on NVIDIA GPUs from Turing (compute capability 7.5) on."""
+    cc = float(hardware.compute_capability or 0)
+    run = LlamaCppRun(flash_attn=flash_attn, type_k=type_k, type_v=type_v, n_gpu_layers=n_gpu_layers,
+                      quant_gemm=QuantGemm.MMQ if cc >= 7.5 or hardware.vendor != "nvidia" else QuantGemm.DEQUANT)
+    pp = prompt(tensors, hp, hardware, n_prompt=n_prompt, run=run)
+    tg = generation(tensors, hp, hardware, n_gen=n_gen, depth=n_prompt, run=run)
+    full = generation(tensors, hp, hardware, n_gen=1, depth=max(n_ctx - 1, 0), run=run)
+    main = tg.gpu or tg.host
+    assert main is not None
+    out: dict[str, object] = {
+        "engine": "llama.cpp", "hardware": hardware.name, "label": Label.MODELLED.value,
+        "prompt_tokens": n_prompt, "prefill_tokens_per_second": round(pp.tokens_per_second, 1),
+        "time_to_first_token_s": round(pp.seconds, 4),
+        "generated_tokens": n_gen, "decode_tokens_per_second": round(tg.tokens_per_second, 1),
+        "decode_tokens_per_second_at_full_context": round(full.tokens_per_second, 1), "n_ctx": n_ctx,
+        "decode_bytes_per_token": tg.bytes_per_token, "decode_weight_bytes_per_token": tg.weight_bytes,
+        "decode_kv_bytes_per_token": tg.kv_bytes, "decode_flops_per_token": tg.flops_per_token,
+        "prefill_flops_per_token": pp.flops_per_token,
+        "bandwidth_bytes_s": main.bandwidth_bytes_s, "peak_flops": (pp.gpu or pp.host or main).peak_flops,
+        "n_gpu_layers": n_gpu_layers, "kernels_per_token": main.kernels + (tg.host.kernels if tg.host and tg.gpu else 0),
+        "measured_error": dict(MEASURED_ERROR),
+    }
+    note = (f"speed on {hardware.name} (llama.cpp, modelled): prefill {pp.tokens_per_second:,.0f} tokens/s (time to first token "
+            f"{pp.seconds:.3f} s for {n_prompt:,}), decode {tg.tokens_per_second:,.1f} tokens/s after it, "
+            f"{full.tokens_per_second:,.1f} at the full context {n_ctx:,}; decode reads {tg.bytes_per_token:,} bytes a token "
+            f"(weights {tg.weight_bytes:,} + KV {tg.kv_bytes:,}) at {main.bandwidth_bytes_s / 1e9:,.0f} GB/s achievable, prefill "
+            f"{pp.flops_per_token:,} FLOPs a token at {out['peak_flops'] / 1e12:,.1f} TFLOP/s achievable "  # type: ignore[operator]
+            f"({MEASURED_ERROR['tg'].split(': ', 1)[1]} for decode; docs/speed.md)")
+    return out, note
