@@ -1,6 +1,7 @@
 """How close is the llama.cpp speed model to measured speeds? ``python -m bench.speed_accuracy``
 
-Reads every case of ``../shared/speed-runs/runs.jsonl`` (``SPEED_RUNS`` overrides the path):
+Reads every case of ``bench/data/speed_runs.jsonl`` (a copy of ``../shared/speed-runs/runs.jsonl``; ``SPEED_RUNS=path``
+reads another file of the same form, e.g. held-out runs):
 llama.cpp's CI logs and llama-bench tables by other people, each with its model, GPU, build and
 settings. For each measured figure (``pp N``: prompt processing of N tokens, ``tg N``: generation
 of N tokens, tokens/s) it builds the model's GGUF tensor list from the hyperparameters the case
@@ -33,9 +34,8 @@ from estimator.speed.hardware import Hardware, find_hardware
 from estimator.speed.llamacpp import LlamaCppRun, QuantGemm, generation, prompt
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = Path(os.environ.get("SPEED_RUNS", ROOT.parent.parent / "shared" / "speed-runs" / "runs.jsonl"))
-if not RUNS.exists():
-    RUNS = Path("/work/shared/speed-runs/runs.jsonl")
+# a copy of ../shared/speed-runs/runs.jsonl (public measurements, each with its source); SPEED_RUNS=path runs other cases
+RUNS = Path(os.environ.get("SPEED_RUNS", ROOT / "bench" / "data" / "speed_runs.jsonl"))
 RESULTS = ROOT / "bench" / "results" / "speed_accuracy.md"
 TARGET = {"tg": 0.20, "pp": 0.35}
 PEERS = ("llmfit: estimate/measured median 0.87, 0.67-1.19 per hardware, '+-30%' in its UI; "
@@ -80,7 +80,7 @@ def _pick(ftype: str, name: str, layer: int, a: Arch) -> str:
         return "Q6_K"
     n = a.n_layer
     gqa = a.n_head // a.n_head_kv
-    if ".attn_v." in name or ".attn_qkv." in name and ftype == "Q2_K":
+    if ".attn_v." in name:
         if ftype == "Q2_K":
             return "Q4_K" if gqa >= 4 else "Q3_K"
         if ftype in ("Q4_K_M", "Q5_K_M") and _more_bits(layer, n):
@@ -209,11 +209,9 @@ _ROW = re.compile(r"\|\s*(?P<model>[^|]+?)\s*\|\s*(?P<size>[\d.]+) GiB\s*\|(?:[^
                   r"(?:\d+\s*\|)?\s*(?P<test>(?:pp|tg)\s*\d+)\s*\|\s*(?P<ts>[\d.]+)")
 
 
-def figures() -> list[Figure]:
+def figures(limit: int | None = None) -> list[Figure]:
     out: list[Figure] = []
-    for line in RUNS.read_text().splitlines():
-        if not line.strip():
-            continue
+    for line in [line for line in RUNS.read_text().splitlines() if line.strip()][:limit]:
         r = json.loads(line)
         out += _case(r)
     return out
@@ -290,7 +288,68 @@ def _case(r: dict) -> list[Figure]:
             rows.append(_fig(r, "LLaMA-7B", LLAMA_7B, ftype, "M2 Ultra 192GB", 1200, "pp", 512, master, float(cells[1].split()[0]),
                              "Metal, master of Sept 2023 (the PR's own column is 10-14 % faster)"))
         return rows
-    return []
+    return _generic(r)
+
+
+# llama-bench's "llama 8B" and its parameter count -> the model's sizes (the configs of the models those names cover)
+KNOWN: dict[tuple[str, float], Arch] = {
+    ("llama", 6.74): LLAMA_7B, ("llama", 8.03): LLAMA3_8B,
+    ("llama", 13.02): Arch("llama", 40, 5120, 40, 40, 13824, 32000, 4096),  # Llama-2-13b config.json
+    ("llama", 70.55): Arch("llama", 80, 8192, 64, 8, 28672, 128256, 8192),  # Meta-Llama-3-70B config.json
+    ("llama", 68.98): Arch("llama", 80, 8192, 64, 8, 28672, 32000, 4096),  # Llama-2-70b config.json
+    ("llama", 7.24): Arch("llama", 32, 4096, 32, 8, 14336, 32000, 32768),  # Mistral-7B-v0.1 config.json
+    ("llama", 1.10): Arch("llama", 22, 2048, 32, 4, 5632, 32000, 2048),  # TinyLlama-1.1B config.json
+}
+
+
+def _hardware_in(text: str) -> Hardware | None:
+    """The known hardware whose name or alias appears in ``text`` (the longest match)."""
+    from estimator.speed.hardware import HARDWARE
+
+    flat = re.sub(r"[^a-z0-9]", "", text.lower())
+    best: tuple[int, Hardware] | None = None
+    for hw in HARDWARE:
+        for name in (hw.name, *hw.aliases, *((hw.chip, f"Apple {hw.chip}") if hw.chip else ())):  # a Mac by its chip: any memory
+            key = re.sub(r"[^a-z0-9]", "", name.lower())
+            if len(key) >= 4 and key in flat and (best is None or len(key) > best[0]):
+                best = (len(key), hw)
+    return None if best is None else best[1]
+
+
+def _generic(r: dict) -> list[Figure]:
+    """Any other case with llama-bench table rows (``| model | size | params | backend | ngl | test | t/s |``): the model from
+    the printed architecture and parameter count (``KNOWN``) or the case's own hyperparameters, the hardware named in it."""
+    rows = r.get("measured_table_rows") or []
+    hw = _hardware_in(json.dumps(r.get("hardware", "")))
+    build = _build(json.dumps(r.get("software", "")))
+    m = r.get("model", {})
+    out = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        test = next((c.replace(" ", "") for c in cells if re.fullmatch(r"(pp|tg)\s*\d+", c)), None)
+        if test is None or len(cells) < 4:
+            continue
+        words = cells[0].split()
+        measured = float(cells[-1].split()[0])
+        params = next((float(c.split()[0]) for c in cells if c.endswith(" B") and c.split()[0].replace(".", "").isdigit()), 0.0)
+        size = next((float(c.split()[0]) for c in cells if c.endswith("GiB")), None)
+        arch = KNOWN.get((words[0], round(params, 2))) if words else None
+        if arch is None and all(k in m for k in ("arch", "n_layer", "n_embd", "n_head", "n_vocab")) and m.get("n_ff"):
+            arch = Arch(m["arch"], m["n_layer"], m["n_embd"], m["n_head"], m.get("n_head_kv", m["n_head"]), m["n_ff"], m["n_vocab"],
+                        m.get("n_ctx_train", 4096))
+        try:
+            ftype = _ftype(" ".join(words[2:]))
+        except ValueError:
+            ftype = ""
+        ngl = next((int(c) for c in cells[3:6] if c.isdigit()), 99)
+        if hw is None or arch is None or not ftype or ngl < 99 and ngl <= (arch.n_layer if arch else 0):
+            out.append(Figure(r["id"], cells[0], hw.name if hw else str(r.get("hardware")), test[:2], int(test[2:]), measured, None, size,
+                              0.0, "not modelled: " + ("hardware not in the table" if hw is None else "model sizes unknown" if arch is None
+                                                       else "file type unknown" if not ftype else "partial offload: host not named")))
+            continue
+        estimate, ours = _estimate(arch, ftype, hw, build, test[:2], int(test[2:]))
+        out.append(Figure(r["id"], f"{cells[0]}", hw.name, test[:2], int(test[2:]), measured, estimate, size, ours))
+    return out
 
 
 # ------------------------------------------------------------------ report
@@ -331,7 +390,12 @@ def table(figs: list[Figure]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    figs = figures()
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.speed_accuracy", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="the first three cases only; write nothing")
+    args = parser.parse_args(argv)
+    figs = figures(limit=3 if args.smoke else None)
     lines, _ = summary(figs)
     for f in figs:
         r = "n/a" if f.ratio is None else f"{f.ratio:5.2f}"
@@ -341,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in lines:
         print(line)
     print(f"peers: {PEERS}")
+    if args.smoke:
+        return 0
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         "# llama.cpp speed: estimate vs measured\n\n`python -m bench.speed_accuracy` on `../shared/speed-runs/runs.jsonl` "
