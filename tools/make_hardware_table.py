@@ -158,22 +158,20 @@ for e in entries:
         e["memory_bytes"] = 141 * 10**9
     if e["name"] == "GB200":
         e["memory_bytes"] = 186 * 10**9
-    if e["name"] in ("MI300X", "MI325X", "B200"):
-        pass
 about = ("Hardware for the time model: memory (bytes, the vendor's stated capacity: GB of GDDR/HBM are GiB, 2^30 bytes, except "
          "H200 and GB200 whose 141 GB / 186 GB are decimal), peak memory bandwidth (bytes/s, decimal as vendors state it), dense "
          "peak FLOP/s per compute dtype (no 2:4 sparsity; fp16/bf16 tensor cores with FP32 accumulate unless the key says "
          "fp16_acc16), compute units (SMs / CUs), each with the vendor page it is read from; 'derived' says how a figure is "
          "computed where the vendor states its parts (SMs x clock x per-SM rate from the architecture whitepaper).")
-json.dump({"about": about, "hardware": entries}, open("estimator/speed/data/hardware.json", "w"), indent=1)
-print(len(entries))
-
 for e in entries:
     if e.get("chip", "").startswith(("M3", "M4")):
         e["derived"] += "; the GPU clock (1.38 GHz M3, 1.58 GHz M4) is a public measurement, not an Apple figure: FLOP/s approximate"
-fit = {g["name"]: g for g in json.load(open("estimator/fit/data/gpus.json"))["gpus"]}
+with open("estimator/fit/data/gpus.json", encoding="utf-8") as f:
+    fit = {g["name"]: g for g in json.load(f)["gpus"]}
 for e in entries:
     if e["name"] in fit:
         names = {x["name"] for x in entries}
         e["aliases"] = list(dict.fromkeys([*(a for a in fit[e["name"]]["aliases"] if a not in names), *e["aliases"]]))
-json.dump({"about": about, "hardware": entries}, open("estimator/speed/data/hardware.json", "w"), indent=1)
+with open("estimator/speed/data/hardware.json", "w", encoding="utf-8") as f:
+    json.dump({"about": about, "hardware": entries}, f, indent=1)
+print(len(entries))
