@@ -86,6 +86,15 @@ def test_fit_list_is_the_hardware_table_with_the_driver_figures_kept() -> None:
     assert find_gpu("Apple M1 8GB").total_bytes == 8 * GiB * 2 // 3
 
 
+def test_serving_sm_counts_reach_the_new_gpus() -> None:
+    from estimator.serving.sms import SM_COUNTS, sm_count
+
+    assert sm_count("H100 80GB") == 132 and sm_count(None) == max(SM_COUNTS.values())  # as before
+    assert sm_count("RTX 3060") == 28 and sm_count("L40S") == 142  # the data sheets' counts, from the hardware table
+    for name, count in SM_COUNTS.items():
+        assert find_hardware(name).compute_units == count, name
+
+
 def test_apple_working_set_is_what_ggml_metal_logged() -> None:
     """``ggml_metal_init: recommendedMaxWorkingSetSize`` in public llama.cpp logs (MB = 10^6 bytes in newer builds, MiB in older)."""
     assert apple_working_set(16 * GiB) / 1e6 == pytest.approx(11453.25, abs=0.01)  # M1 Pro 16 GB
