@@ -34,7 +34,7 @@ BANDWIDTH_FRACTION: dict[Kind, float] = {Kind.GPU: 0.83, Kind.APPLE: 0.83, Kind.
 """Share of the stated peak memory bandwidth a streaming kernel reaches.
 
 GPU: Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
-Microbenchmarking" (arXiv:1804.06826, 2018), Table 3.1: V100 global memory measured 750 GB/s of the
+Microbenchmarking" (arXiv:1804.06826, 2018), global memory: V100 measured at 750 GB/s of the
 900 GB/s stated, 0.83 (HBM3 parts measure nearer 0.9 with copy kernels; we keep the one figure).
 Apple: the same figure is assumed (unified LPDDR5 behind the same kind of memory controller;
 no microbenchmark of the GPU's bandwidth is cited here). CPU: STREAM triad (McCalpin,
