@@ -27,7 +27,7 @@ from estimator.gguf.header import GGUFHeader, parse_header
 from estimator.gguf.hparams import hparams
 from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import HARDWARE, Kind, apple_working_set, find_hardware
-from estimator.speed.llamacpp import LlamaCppRun, generation, prompt, tg_cost
+from estimator.speed.llamacpp import LlamaCppRun, QuantGemm, _step, generation, prompt, tg_cost
 from estimator.speed.roofline import BANDWIDTH_FRACTION, FLOPS_FRACTION, KERNEL_FLOOR_S, phase_time
 from testkit.hub_process import REPO_ROOT, hub_env
 
@@ -194,6 +194,40 @@ def test_prompt_counts_every_micro_batch_and_offloaded_layers_cross_pcie() -> No
     fast = generation(header.tensors, hp, gpu, n_gen=16, run=LlamaCppRun())
     assert slow.host is not None and slow.tokens_per_second < fast.tokens_per_second
     assert slow.weight_bytes == fast.weight_bytes  # the same bytes, read from two memories
+
+
+def test_cuda_quantizes_the_activations_and_cublas_converts_around_its_gemm() -> None:
+    """ggml-cuda's kernels around a matmul, counted by hand from the tensors: ``ggml_cuda_op_mul_mat`` quantizes the F32
+    input to ``block_q8_1`` (36 bytes per 32 values) once per quantized ``mul_mat`` (MMVQ at batch 1, MMQ in batches);
+    ``ggml_cuda_op_mul_mat_cublas`` dequantizes the weight to F16, converts the input to F16, runs the GEMM into F16 and
+    converts the result back to F32. Metal multiplies F32 activations directly (no quantize kernel)."""
+    header = _header(BIG, "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf")
+    hp = hparams(header)
+    mats = [t for t in header.tensors if len([d for d in t.shape if d > 1]) >= 2 and t.name != "token_embd.weight"]
+    quantized = [t for t in mats if t.ggml_type not in ("F16", "F32", "BF16")]
+    assert quantized
+    gpu, _ = tg_cost(header.tensors, hp, 100, LlamaCppRun(), gpu=find_hardware("RTX 3090"))
+    q81 = [op for op in gpu.ops if op.name == "quantize_q8_1"]
+    assert len(q81) == len(quantized)
+    assert sum(op.bytes_read for op in q81) == sum(4 * t.shape[0] for t in quantized)
+    assert sum(op.bytes_written for op in q81) == sum(t.shape[0] * 36 // 32 for t in quantized)
+    mac, _ = tg_cost(header.tensors, hp, 100, LlamaCppRun(), gpu=find_hardware("M2 Max 96GB"))
+    assert not [op for op in mac.ops if op.name == "quantize_q8_1"]
+    n = 512
+    one_layer = [t for t in quantized if t.name.startswith("blk.0.")]
+    for gemm in (QuantGemm.DEQUANT, QuantGemm.MMQ):
+        dev, _, _ = _step(header.tensors, hp, n, n, LlamaCppRun(quant_gemm=gemm), find_hardware("RTX 3090"), find_hardware("RTX 3090"), 1)
+        names = [op.name for op in dev.ops]
+        in_layers = len([t for t in quantized if t.name.startswith("blk.")])  # the output head multiplies the last token alone
+        assert names.count("quantize_q8_1") == len(quantized) - in_layers * (gemm is QuantGemm.DEQUANT)
+        if gemm is QuantGemm.DEQUANT:
+            assert names.count("cublas gemm (F16)") == names.count("to_fp16 (src1)") == names.count("to_fp32 (dst)") == in_layers
+            to32 = [op for op in dev.ops if op.name == "to_fp32 (dst)"][: len(one_layer)]
+            assert [(op.bytes_read, op.bytes_written) for op in to32] == [(n * t.shape[1] * 2, n * t.shape[1] * 4) for t in one_layer]
+        else:
+            assert "cublas gemm (F16)" not in names
+            mmq = [op for op in dev.ops if op.name.startswith("mul_mat_q")][: len(one_layer)]
+            assert [op.bytes_read for op in mmq] == [t.n_bytes + n * t.shape[0] * 36 // 32 for t in one_layer]
 
 
 # ------------------------------------------------------------------ the front

@@ -6,17 +6,20 @@ CUDA / Metal / CPU kernels run them, each kernel timed by the roofline (:mod:`es
 
 * **tg** (one token, batch 1): every weight matrix is one mat-vec kernel that reads the matrix once
   (its bytes in the file: a Q4_K matrix is 144 bytes per 256 weights); the token embedding reads one
-  row; each layer reads its KV cache up to the context; without flash attention ggml's ``mul_mat``
+  row; on CUDA a quantized matrix's input is first quantized to ``q8_1`` by its own kernel
+  (``quantize_q8_1``, one per quantized ``mul_mat``); each layer reads its KV cache up to the context; without flash attention ggml's ``mul_mat``
   broadcasts K and V over the query heads, so a KV head's rows are read once per query head it
   serves (``n_head / n_head_kv`` times), with flash attention once. Norms, RoPE, the cache copies,
   softmax, activations and residual adds are one small kernel each; every kernel takes at least the
   launch floor (:data:`~estimator.speed.roofline.KERNEL_FLOOR_S`, or with llama.cpp's CUDA graphs
   :data:`KERNEL_FLOOR_GRAPH_S`).
 * **pp** (a prompt in micro-batches of ``n_ubatch`` tokens, 512 by default): each weight matrix is
-  a matmul of ``2 x rows x cols x tokens`` FLOPs. On CUDA a quantized matrix is either dequantized to
-  F16 by its own kernel (read the quant, write 2 bytes a weight) and multiplied by cuBLAS in F16
-  (llama.cpp before int8 tensor-core MMQ, June 2024, and on Volta since), or multiplied in-kernel
-  by MMQ at the int8 tensor rate (``mmq``); Metal and the CPU dequantize inside the matmul.
+  a matmul of ``2 x rows x cols x tokens`` FLOPs. On CUDA an F16 matrix, and a quantized one off
+  MMQ, goes through cuBLAS as ``ggml_cuda_op_mul_mat_cublas`` runs it: the weight dequantized to F16
+  by its own kernel (read the quant, write 2 bytes a weight), the input converted to F16, an F16
+  GEMM into F16 and the result converted back to F32 (llama.cpp before int8 tensor-core MMQ,
+  June 2024, and on Volta since); or the input quantized to ``q8_1`` and multiplied in-kernel by MMQ
+  at the int8 tensor rate (``mmq``); Metal and the CPU dequantize inside the matmul.
   Without flash attention the scores ``n_head x tokens x n_kv`` are written as F32 by the KQ
   matmul, read and written by the softmax, converted to F16 and read by the KQV matmul (20 bytes a
   score); with flash attention one kernel reads K and V. Each micro-batch attends to the cache
@@ -233,18 +236,48 @@ def _matmul(t: TensorInfo, n: int, run: LlamaCppRun, hardware: Hardware, share: 
     cols = t.shape[0]
     rows = _elements(t) // max(t.shape[0], 1) // (t.shape[2] if len(t.shape) > 2 and share < 1 else 1)
     act_in, act_out = n * cols * _F32, n * rows * _F32
+    quantized = t.ggml_type not in _PLAIN
+    cuda = hardware.kind is Kind.GPU
     if n == 1:  # mat-vec: reads the matrix (its experts for this token) once
-        return [OpCost(f"mul_mat_vec ({t.ggml_type})", 2 * elems, int(t.n_bytes * share) + act_in, act_out, _act(t.ggml_type),
-                       formula="matmul")]
-    if t.ggml_type in _PLAIN:
+        ops = [_quantize_q8_1(n, cols)] if quantized and cuda else []
+        return ops + [OpCost(f"mul_mat_vec ({t.ggml_type})", 2 * elems, int(t.n_bytes * share) + act_in, act_out, _act(t.ggml_type),
+                             formula="matmul")]
+    if cuda and hardware.vendor == "nvidia" and (not quantized or run.quant_gemm is QuantGemm.DEQUANT):
+        return _cublas_f16(t, n, elems, cols, rows, hardware)
+    if not quantized:
         return [OpCost(f"mul_mat ({t.ggml_type})", 2 * elems * n, t.n_bytes + act_in, act_out, _gemm_dtype(t.ggml_type, hardware), formula="matmul")]
-    if hardware.kind is Kind.GPU and hardware.vendor == "nvidia" and run.quant_gemm is QuantGemm.DEQUANT:
-        return [OpCost(f"dequantize ({t.ggml_type} -> F16)", 0, t.n_bytes, 2 * elems, "fp16", formula="elementwise"),
-                OpCost("cublas gemm (F16)", 2 * elems * n, 2 * elems + act_in + n * cols * 2, act_out, _gemm_dtype("F16", hardware),
-                       formula="matmul")]
-    dtype = "int8" if hardware.kind is Kind.GPU and hardware.vendor == "nvidia" else "fp16"
-    return [OpCost(f"mul_mat_q ({t.ggml_type})", 2 * elems * n, t.n_bytes + act_in, act_out, dtype if hardware.kind is not Kind.CPU else "fp32",
-                   formula="matmul")]
+    dtype = "int8" if cuda and hardware.vendor == "nvidia" else "fp16"
+    ops = [_quantize_q8_1(n, cols)] if cuda else []
+    return ops + [OpCost(f"mul_mat_q ({t.ggml_type})", 2 * elems * n, t.n_bytes + n * cols * _Q8_1_BYTES // _QK8_1, act_out,
+                         dtype if hardware.kind is not Kind.CPU else "fp32", formula="matmul")]
+
+
+_QK8_1, _Q8_1_BYTES = 32, 36
+"""ggml's ``block_q8_1``: 32 int8 values and two halves (scale, sum), 36 bytes a block (ggml-common.h)."""
+
+
+def _quantize_q8_1(n: int, cols: int) -> OpCost:
+    """The kernel that quantizes a quantized matmul's F32 input to ``block_q8_1`` before MMVQ / MMQ run on it: ggml-cuda's
+    ``ggml_cuda_op_mul_mat`` calls ``quantize_row_q8_1_cuda`` on ``src1`` once per ``mul_mat`` whose op takes it
+    (``convert_src1_to_q8_1``: the mat-vec ``ggml_cuda_op_mul_mat_vec_q`` and ``ggml_cuda_op_mul_mat_q``), on CUDA and
+    HIP alike. Its bytes are small; its cost at batch 1 is the kernel's launch floor."""
+    return OpCost("quantize_q8_1", 0, n * cols * _F32, n * cols * _Q8_1_BYTES // _QK8_1, "fp32", formula="elementwise")
+
+
+def _cublas_f16(t: TensorInfo, n: int, elems: int, cols: int, rows: int, hardware: Hardware) -> list[OpCost]:
+    """A batched matmul through cuBLAS, as ``ggml_cuda_op_mul_mat_cublas`` runs it on Volta and newer (F16 weights, and
+    quantized ones off MMQ): the weight dequantized to F16 by its own kernel (``to_fp16_cuda(src0)``, quantized types only),
+    the F32 activations converted to F16 (``to_fp16_cuda(src1)``), ``cublasGemmEx`` with F16 inputs and output and
+    ``CUBLAS_COMPUTE_16F`` (the ``fp16_acc16`` tensor rate), and the F16 result converted back to F32 (``to_fp32_cuda``):
+    four kernels (three for an F16 weight)."""
+    ops = []
+    if t.ggml_type not in _PLAIN:
+        ops.append(OpCost(f"dequantize ({t.ggml_type} -> F16)", 0, t.n_bytes, 2 * elems, "fp16", formula="elementwise"))
+    ops += [OpCost("to_fp16 (src1)", 0, n * cols * _F32, n * cols * 2, "fp16", formula="elementwise"),
+            OpCost("cublas gemm (F16)", 2 * elems * n, 2 * elems + n * cols * 2, n * rows * 2, _gemm_dtype("F16", hardware),
+                   formula="matmul"),
+            OpCost("to_fp32 (dst)", 0, n * rows * 2, n * rows * _F32, "fp32", formula="elementwise")]
+    return ops
 
 
 @dataclass
