@@ -27,8 +27,8 @@ from estimator.gguf.header import GGUFHeader, parse_header
 from estimator.gguf.hparams import hparams
 from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import HARDWARE, Kind, apple_working_set, find_hardware
-from estimator.speed.llamacpp import LlamaCppRun, QuantGemm, _step, generation, prompt, tg_cost
-from estimator.speed.roofline import BANDWIDTH_FRACTION, FLOPS_FRACTION, KERNEL_FLOOR_S, phase_time
+from estimator.speed.llamacpp import METAL_DEQUANT_SLOTS, LlamaCppRun, QuantGemm, _step, generation, prompt, tg_cost
+from estimator.speed.roofline import BANDWIDTH_FRACTION, FLOPS_FRACTION, KERNEL_FLOOR_S, op_seconds, phase_time
 from testkit.hub_process import REPO_ROOT, hub_env
 
 DATA = Path(__file__).parent / "hub_data" / "gguf"
@@ -228,6 +228,32 @@ def test_cuda_quantizes_the_activations_and_cublas_converts_around_its_gemm() ->
             assert "cublas gemm (F16)" not in names
             mmq = [op for op in dev.ops if op.name.startswith("mul_mat_q")][: len(one_layer)]
             assert [op.bytes_read for op in mmq] == [t.n_bytes + n * t.shape[0] * 36 // 32 for t in one_layer]
+
+
+def test_metal_batched_matmul_spends_alu_dequantizing_once_per_32_tokens() -> None:
+    """Metal's ``kernel_mul_mm`` dequantizes each weight into threadgroup memory once per 32 tokens on the ALUs that run
+    its multiply-accumulates: the lane-instructions per weight (METAL_DEQUANT_SLOTS, counted from ggml-metal.metal's
+    ``dequantize_*``) x weights x ceil(n / 32) add 2 FLOPs' time each at the FP32 rate; a mat-vec (n = 1) gets none, and
+    neither does CUDA (its quantized matmuls are modelled by their own kernels)."""
+    header = _header("estimator-test/gguf-only", "tiny-Q8_0.gguf")
+    hp = hparams(header)
+    mac = find_hardware("M2 Ultra 192GB")
+    n = 100  # 4 tiles of 32 tokens
+    dev, _, _ = _step(header.tensors, hp, n, 128, LlamaCppRun(), mac, mac, 1)
+    mats = [t for t in header.tensors if t.name.startswith("blk.") and len([d for d in t.shape if d > 1]) >= 2]
+    dequantizing = [op for op in dev.ops if op in dev.alu]  # in order: layer by layer, tensor by tensor
+    assert [dev.alu[op] for op in dequantizing] == [METAL_DEQUANT_SLOTS[t.ggml_type] * t.shape[0] * t.shape[1] * 4 for t in mats]
+    assert METAL_DEQUANT_SLOTS["Q8_0"] == (2 + 16 * 3) / 16 + 1  # setup 2, load-convert-multiply per weight, the store
+    op = next(iter(dev.alu))
+    slots = dev.alu[op]
+    compute, memory = op_seconds(op, mac, slots)
+    peak = mac.peak_flops("fp32") * FLOPS_FRACTION["apple"]  # Apple: FP16 at the FP32 rate
+    assert compute == pytest.approx(op.flops / (mac.peak_flops(op.dtype) * FLOPS_FRACTION["apple"]) + 2 * slots / peak)
+    assert memory == op_seconds(op, mac)[1]
+    one, _, _ = _step(header.tensors, hp, 1, 128, LlamaCppRun(), mac, mac, 1)
+    assert not one.alu
+    cuda, _, _ = _step(header.tensors, hp, n, 128, LlamaCppRun(), find_hardware("RTX 4090"), find_hardware("RTX 4090"), 1)
+    assert not cuda.alu
 
 
 # ------------------------------------------------------------------ the front

@@ -280,11 +280,61 @@ def _cublas_f16(t: TensorInfo, n: int, elems: int, cols: int, rows: int, hardwar
     return ops
 
 
+METAL_DEQUANT_SLOTS: dict[str, float] = {"F16": 1.125, "F32": 2.25, "Q4_0": 5.0, "Q4_1": 5.0, "Q8_0": 4.125, "Q2_K": 5.625,
+                                          "Q3_K": 10.0, "Q4_K": 6.375, "Q5_K": 10.625, "Q6_K": 10.75}
+"""Lane-instructions per weight that Metal's batched matmul (``kernel_mul_mm`` in ggml-metal.metal, the Sept 2023 form:
+64 x 32 tiles, 128 threads) spends putting a weight into threadgroup memory: each thread calls ``dequantize_<type>``
+for 16 weights and stores them to threadgroup memory. Counted from the source, one operation one instruction, as
+(setup of one call + 16 x the loop body) / 16 + 1 store:
+
+* F16: two 16-byte loads of the ``half4x4``, no arithmetic: 2/16 + 1 = 1.125; F32 four loads and 16 converts: 2.25;
+* Q4_0 / Q4_1: setup 8 (scale load, the two scales, offset, masks, pointer), per two weights a 16-bit load and per
+  weight mask, convert, multiply-add: (8 + 56) / 16 + 1 = 5;
+* Q8_0: setup 2, per weight load, convert, multiply: (2 + 48) / 16 + 1 = 4.125;
+* Q2_K: setup about 10, per weight load, mask, convert, multiply-add: (10 + 64) / 16 + 1 = 5.625;
+* Q3_K: setup about 32 (two 6-bit scale halves joined, masks, coefficients), per weight load, mask, convert, load of
+  the high bits, mask, select, multiply-add: (32 + 112) / 16 + 1 = 10;
+* Q4_K: setup about 22 (``get_scale_min_k4_just2``, scale and min), per weight load, mask, convert, multiply-add:
+  (22 + 64) / 16 + 1 = 6.375;
+* Q5_K: setup about 26, per weight load, mask, load of the high bits, mask, select, add, convert, multiply-add:
+  (26 + 128) / 16 + 1 = 10.625;
+* Q6_K: setup about 28, per weight two loads, two masks, shift, or, convert, multiply-add: (28 + 128) / 16 + 1 = 10.75.
+
+The quarter rate of shifts on Apple GPUs (metal-benchmarks: 32 bit shifts per core-cycle against 128 adds) is not
+counted. A threadgroup covers 32 columns (tokens, ``BLOCK_SIZE_N``) and dequantizes its 64-row tile of the weight at
+every 32-deep step of K on the same ALUs that then run the simdgroup multiply-accumulates (Apple GPUs have no separate
+matrix units: metal-benchmarks), so a weight is dequantized once per 32 tokens and these instructions add to the
+matmul's ALU time (:func:`~estimator.speed.roofline.op_seconds`). Types not listed take the largest count."""
+
+
+def _metal_dequant_slots(t: TensorInfo, n: int, elems: int) -> float:
+    """Lane-instructions Metal's ``kernel_mul_mm`` spends dequantizing ``elems`` weights of ``t`` for ``n`` tokens."""
+    return METAL_DEQUANT_SLOTS.get(t.ggml_type, max(METAL_DEQUANT_SLOTS.values())) * elems * -(-n // 32)
+
+
 @dataclass
 class _Side:
     ops: list[OpCost] = field(default_factory=list)
     weight_bytes: int = 0
     kv_bytes: int = 0
+    alu: dict[OpCost, float] = field(default_factory=dict)  # lane-instructions beyond an op's FLOPs (Metal's in-kernel dequantization)
+
+    def merge(self, other: _Side) -> None:
+        self.ops += other.ops
+        self.weight_bytes += other.weight_bytes
+        self.kv_bytes += other.kv_bytes
+        self.alu.update(other.alu)
+
+
+def _add_matmul(side: _Side, t: TensorInfo, n: int, run: LlamaCppRun, hardware: Hardware, share: float = 1.0) -> None:
+    """``side`` gains the kernels multiplying ``n`` tokens by ``t`` (:func:`_matmul`) and, on Apple in batches, their
+    in-kernel dequantization (:data:`METAL_DEQUANT_SLOTS`)."""
+    ops = _matmul(t, n, run, hardware, share)
+    side.ops += ops
+    if hardware.kind is Kind.APPLE and n > 1:
+        for op in ops:
+            if op.name.startswith("mul_mat"):
+                side.alu[op] = _metal_dequant_slots(t, n, op.flops // (2 * n))
 
 
 def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: LlamaCppRun, gpu: Hardware, host: Hardware,
@@ -309,7 +359,7 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
         for t in layer:
             if _is_matrix(t):
                 share = hp.n_expert_used / hp.n_expert if "_exps." in t.name and hp.n_expert else 1.0
-                side.ops += _matmul(t, n, run, weights_hw, share)
+                _add_matmul(side, t, n, run, weights_hw, share)
                 side.weight_bytes += int(t.n_bytes * share) if n == 1 else t.n_bytes
         side.ops += _layer_fixed(hp, il, n, layer)
         att_side = (cpu if il < on_cpu else dev) if run.offload_kqv else cpu
@@ -320,7 +370,7 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
     head_hw = gpu if head is dev else host
     for t in output:
         if _is_matrix(t):
-            head.ops += _matmul(t, logits, run, head_hw)
+            _add_matmul(head, t, logits, run, head_hw)
             head.weight_bytes += t.n_bytes
         else:
             head.ops.append(_small("output norm", n, hp.n_embd, 3))
@@ -334,7 +384,7 @@ def _time(side: _Side, phase: Phase, tokens: int, hw: Hardware, graphs: bool) ->
         return None
     cost = PhaseCost(phase, tuple(side.ops), tokens)
     floor = KERNEL_FLOOR_GRAPH_S if graphs and hw.kind is Kind.GPU else KERNEL_FLOOR_S
-    return phase_time(cost, hw, launch_hidden=hw.kind is Kind.CPU, label=Label.MODELLED, kernel_floor=floor)
+    return phase_time(cost, hw, launch_hidden=hw.kind is Kind.CPU, label=Label.MODELLED, kernel_floor=floor, alu_slots=side.alu)
 
 
 def tg_cost(tensors: Sequence[TensorInfo], hp: HParams, context: int, run: LlamaCppRun = LlamaCppRun(),
@@ -353,9 +403,7 @@ def generation(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *
     context = depth + (n_gen - 1) // 2
     dev, cpu, _ = _step(tensors, hp, 1, _pad(context + 1, run), run, hardware, host_hw, 1)
     if hardware.kind is not Kind.GPU:  # Apple / CPU: one memory, one device
-        dev.ops += cpu.ops
-        dev.weight_bytes += cpu.weight_bytes
-        dev.kv_bytes += cpu.kv_bytes
+        dev.merge(cpu)
         cpu = _Side()
     graphs = run.cuda_graphs and hardware.vendor == "nvidia" and float(hardware.compute_capability or 0) >= 8.0
     g, h = _time(dev, Phase.DECODE, 1, hardware, graphs), _time(cpu, Phase.DECODE, 1, host_hw, False)
@@ -385,7 +433,7 @@ def prompt(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_
         logits = n if run.all_logits else (1 if last else 0)
         dev, cpu, copied = _step(tensors, hp, n, _pad(cached + n, run), run, hardware, host_hw, logits)
         if hardware.kind is not Kind.GPU:
-            dev.ops += cpu.ops
+            dev.merge(cpu)
             cpu = _Side()
         g, h = _time(dev, Phase.PREFILL, n, hardware, False), _time(cpu, Phase.PREFILL, n, host_hw, False)
         t_copy = copied / PCIE_BYTES_S

@@ -21,6 +21,7 @@ compares with (``bench/speed_accuracy.py``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -47,7 +48,9 @@ FLOPS_FRACTION: dict[str, float] = {"nvidia": 0.80, "amd": 0.60, "apple": 0.80, 
 (MAMF) table of Stas Bekman's ml-engineering (compute/accelerator/README.md, "Maximum Achievable
 Matmul FLOPS comparison table", BF16, mamf-finder.py): H100 SXM 792.1 of 989 TFLOPS = 0.801 (A100 SXM
 0.859, A100 PCIe 0.822, GH200 0.830): 0.80 for NVIDIA; MI300X 781.9 of 1300 = 0.601: 0.60 for AMD.
-Apple and CPUs: no MAMF figure; NVIDIA's 0.80 is assumed.
+Apple: P. Turner's metal-benchmarks (github.com/philipturner/metal-benchmarks, README "Operations per
+Second", A15+/M1+): 102.5 matrix FFMA16 (101.7 FFMA32) per GPU core per cycle inside a matrix
+multiplication kernel, of the core's 128 ALUs: 0.80. CPUs: no MAMF figure; NVIDIA's 0.80 is assumed.
 """
 
 KERNEL_FLOOR_S = 3.8e-6
@@ -106,24 +109,32 @@ def achievable_flops(hardware: Hardware, dtype: str) -> float:
     return hardware.peak_flops(dtype) * FLOPS_FRACTION.get(hardware.vendor, 0.80)
 
 
-def op_seconds(op: OpCost, hardware: Hardware) -> tuple[float, float]:
-    """(compute seconds, memory seconds) of one op on ``hardware``."""
+def op_seconds(op: OpCost, hardware: Hardware, alu_slots: float = 0.0) -> tuple[float, float]:
+    """(compute seconds, memory seconds) of one op on ``hardware``.
+
+    ``alu_slots``: instructions the kernel issues per lane beyond its FLOPs' multiply-adds, summed over lanes (e.g. a
+    matmul that dequantizes its weights in-kernel on the same ALUs, as Metal's do): each takes one lane for one cycle, the
+    slot of one FMA, so they cost ``2 x alu_slots`` FLOPs' time at the FP32 rate, inside the op's compute time.
+    """
     compute = op.flops / achievable_flops(hardware, op.dtype) if op.flops else 0.0
+    if alu_slots:
+        compute += 2 * alu_slots / achievable_flops(hardware, "fp32")
     memory = (op.bytes_read + op.bytes_written) / achievable_bandwidth(hardware)
     return compute, memory
 
 
 def phase_time(cost: PhaseCost, hardware: Hardware, *, launch_hidden: bool, label: Label = Label.ROOFLINE,
-               kernel_floor: float = KERNEL_FLOOR_S) -> PhaseTime:
+               kernel_floor: float = KERNEL_FLOOR_S, alu_slots: Mapping[OpCost, float] | None = None) -> PhaseTime:
     """The roofline time of every op of ``cost`` on ``hardware``, summed (module docstring).
 
     ``launch_hidden``: whether the kernels' launches are hidden (CUDA graphs in vLLM, or one host thread
     pool on a CPU); when False each kernel takes at least ``kernel_floor`` (default :data:`KERNEL_FLOOR_S`).
+    ``alu_slots``: per op, lane-instructions beyond its FLOPs (:func:`op_seconds`).
     """
     total = compute_sum = memory_sum = launch = 0.0
     dtypes: dict[str, int] = {}
     for op in cost.ops:
-        compute, memory = op_seconds(op, hardware)
+        compute, memory = op_seconds(op, hardware, (alu_slots or {}).get(op, 0.0))
         busy = max(compute, memory)
         extra = 0.0 if launch_hidden else max(0.0, kernel_floor - busy)
         total += busy + extra
