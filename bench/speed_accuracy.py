@@ -186,11 +186,18 @@ def _build(text: object) -> int:
 
 def _run(hw: Hardware, build: int, **kw: object) -> LlamaCppRun:
     """The settings a build ran with: flash attention off (the default until 2025), CUDA graphs from b2822 (PR #6766),
-    quantized matmuls dequantized to F16 for cuBLAS on GPUs before llama.cpp's int8 tensor-core MMQ (June 2024) and on Volta."""
+    quantized matmuls dequantized to F16 for cuBLAS on GPUs before llama.cpp's int8 tensor-core MMQ (June 2024) and on Volta,
+    a fused QKV split by copies before :data:`QKV_VIEWS_BUILD`."""
     cc = float(hw.compute_capability or 0)
     mmq = build >= 3150 and cc >= 7.5
     return LlamaCppRun(flash_attn=False, n_ubatch=512, cuda_graphs=build >= 2822, quant_gemm=QuantGemm.MMQ if mmq else QuantGemm.DEQUANT,
-                       **kw)  # type: ignore[arg-type]
+                       qkv_cont=build < QKV_VIEWS_BUILD, **kw)  # type: ignore[arg-type]
+
+
+QKV_VIEWS_BUILD = 4880
+"""The first build assumed to split a fused QKV by views without copies: the graph rewrite (``llm_graph_context``, PR #12181,
+March 2025, about b4880). Before it the copies are in the source (b4400-era ``build_gptneox``); after it we have only
+today's ``llm_build_gptneox`` (views), so the exact build the copies went is not known: every case here is older."""
 
 
 def _estimate(a: Arch, ftype: str, hw: Hardware, build: int, phase: str, n: int, **kw: object) -> tuple[float, float]:

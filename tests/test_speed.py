@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -254,6 +255,25 @@ def test_metal_batched_matmul_spends_alu_dequantizing_once_per_32_tokens() -> No
     assert not one.alu
     cuda, _, _ = _step(header.tensors, hp, n, 128, LlamaCppRun(), find_hardware("RTX 4090"), find_hardware("RTX 4090"), 1)
     assert not cuda.alu
+
+
+def test_a_fused_qkv_is_split_by_three_copies_where_the_build_did() -> None:
+    """llama.cpp's 2024 graph builders (``build_gptneox``, ``build_falcon``, ``build_phi2``) split a fused QKV projection by
+    ``ggml_cont`` of three views, three kernels a layer copying Q, K and V (F32); today's builders take views (no kernel).
+    Hand count on a fixture whose Q matrices are renamed ``attn_qkv``: 3 x layers more kernels, each reading and writing
+    its part of the projection's output."""
+    header = _header("estimator-test/gguf-only", "tiny-Q8_0.gguf")
+    hp = hparams(header)
+    fused = [dataclasses.replace(t, name=t.name.replace(".attn_q.", ".attn_qkv.")) for t in header.tensors]
+    gpu = find_hardware("V100 PCIe 16GB")
+    n = 7
+    plain, _, _ = _step(fused, hp, n, 32, LlamaCppRun(), gpu, gpu, 1)
+    split, _, _ = _step(fused, hp, n, 32, LlamaCppRun(qkv_cont=True), gpu, gpu, 1)
+    unfused, _, _ = _step(header.tensors, hp, n, 32, LlamaCppRun(qkv_cont=True), gpu, gpu, 1)
+    assert len(split.ops) - len(plain.ops) == 3 * hp.n_layer and len(unfused.ops) == len(plain.ops)
+    copies = [op for op in split.ops if op.name.startswith("cont (") and "view" in op.name][:3]
+    widths = [hp.n_head[0] * hp.head_k[0], hp.n_embd_k_gqa(0), hp.n_embd_v_gqa(0)]
+    assert [(op.bytes_read, op.bytes_written) for op in copies] == [(4 * n * w, 4 * n * w) for w in widths]
 
 
 # ------------------------------------------------------------------ the front

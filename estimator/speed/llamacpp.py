@@ -86,6 +86,11 @@ class LlamaCppRun:
     cuda_graphs: bool = True  # tg on CUDA: llama.cpp's CUDA graphs (b2822 and later, Ampere and newer)
     quant_gemm: QuantGemm = QuantGemm.MMQ
     all_logits: bool = False  # the output matrix for every prompt token (llama-perplexity) or only the last (llama-bench, llama-cli)
+    qkv_cont: bool = False
+    """Whether the graph splits a fused QKV projection (``attn_qkv``: GPT-NeoX, Falcon, Phi-2, MPT, DBRX...) into Q, K and V by
+    copying three views (``ggml_cont(ggml_view_2d(...))``, three kernels a layer), as llama.cpp's graph builders did in 2024
+    (``build_gptneox``, ``build_falcon``, ``build_phi2``, ``build_dbrx`` in src/llama.cpp of the b4400 era); today's
+    ``llm_build_gptneox`` (src/models/gptneox.cpp) takes ``ggml_view_3d`` views without copies (False)."""
 
 
 @dataclass(frozen=True)
@@ -184,12 +189,16 @@ def _small(name: str, n: int, width: int, passes: int = 2) -> OpCost:
     return OpCost(name, n * width, (passes - 1) * n * width * _F32, n * width * _F32, "fp32", formula="elementwise")
 
 
-def _layer_fixed(hp: HParams, il: int, n: int, layer: list[TensorInfo]) -> list[OpCost]:
-    """The kernels of a layer that are not a weight's: norms, RoPE, cache copies, activation and residual adds."""
+def _layer_fixed(hp: HParams, il: int, n: int, layer: list[TensorInfo], run: LlamaCppRun) -> list[OpCost]:
+    """The kernels of a layer that are not a weight's: norms, RoPE, cache copies, activation and residual adds; and, where
+    the layer has a fused QKV matrix and ``run.qkv_cont``, the three copies that split its output (:class:`LlamaCppRun`)."""
     e = hp.n_embd
     ops = [_small("norm", n, e) for t in layer if t.name.endswith("norm.weight")]
     ops += [_small("mul/add (norm weight, bias)", n, e, 3) for t in layer if not _is_matrix(t)]
     q = hp.n_head[il] * hp.head_k[il]
+    if run.qkv_cont and any(t.name.endswith(".attn_qkv.weight") for t in layer):
+        ops += [_small("cont (Q view)", n, q), _small("cont (K view)", n, hp.n_embd_k_gqa(il)),
+                _small("cont (V view)", n, max(hp.n_embd_v_gqa(il), 1))]
     ops += [_small("rope q", n, q), _small("rope k", n, hp.n_embd_k_gqa(il)), _small("cpy k", n, hp.n_embd_k_gqa(il)),
             _small("cpy v", n, max(hp.n_embd_v_gqa(il), 1))]
     n_ff = max((t.shape[1] for t in layer if ".ffn_up" in t.name and len(t.shape) > 1), default=hp.n_ff)
@@ -361,7 +370,7 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
                 share = hp.n_expert_used / hp.n_expert if "_exps." in t.name and hp.n_expert else 1.0
                 _add_matmul(side, t, n, run, weights_hw, share)
                 side.weight_bytes += int(t.n_bytes * share) if n == 1 else t.n_bytes
-        side.ops += _layer_fixed(hp, il, n, layer)
+        side.ops += _layer_fixed(hp, il, n, layer, run)
         att_side = (cpu if il < on_cpu else dev) if run.offload_kqv else cpu
         ops, kv = _attention(hp, il, n, n_kv, run)
         att_side.ops += ops
