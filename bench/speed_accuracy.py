@@ -187,11 +187,17 @@ def _build(text: object) -> int:
 def _run(hw: Hardware, build: int, **kw: object) -> LlamaCppRun:
     """The settings a build ran with: flash attention off (the default until 2025), CUDA graphs from b2822 (PR #6766),
     quantized matmuls dequantized to F16 for cuBLAS on GPUs before llama.cpp's int8 tensor-core MMQ (June 2024) and on Volta,
-    a fused QKV split by copies before :data:`QKV_VIEWS_BUILD`."""
+    a fused QKV split by copies before :data:`QKV_VIEWS_BUILD`, a gated FFN's activation and product unfused before
+    :data:`GLU_OPS_BUILD`."""
     cc = float(hw.compute_capability or 0)
     mmq = build >= 3150 and cc >= 7.5
     return LlamaCppRun(flash_attn=False, n_ubatch=512, cuda_graphs=build >= 2822, quant_gemm=QuantGemm.MMQ if mmq else QuantGemm.DEQUANT,
-                       qkv_cont=build < QKV_VIEWS_BUILD, **kw)  # type: ignore[arg-type]
+                       qkv_cont=build < QKV_VIEWS_BUILD, fused_glu=build >= GLU_OPS_BUILD, **kw)  # type: ignore[arg-type]
+
+
+GLU_OPS_BUILD = 5700
+"""The first build assumed to fuse a gated FFN's activation and product (``ggml_swiglu_split``, the GLU ops of PR #14158,
+merged June 2025, about b5700); every case here is older (two kernels: the activation, then ``ggml_mul``)."""
 
 
 QKV_VIEWS_BUILD = 4880

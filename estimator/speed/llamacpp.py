@@ -86,6 +86,9 @@ class LlamaCppRun:
     cuda_graphs: bool = True  # tg on CUDA: llama.cpp's CUDA graphs (b2822 and later, Ampere and newer)
     quant_gemm: QuantGemm = QuantGemm.MMQ
     all_logits: bool = False  # the output matrix for every prompt token (llama-perplexity) or only the last (llama-bench, llama-cli)
+    fused_glu: bool = True
+    """Whether a gated FFN's activation and product are one kernel (``ggml_swiglu_split``: the GLU ops of PR #14158, June
+    2025) or two (``ggml_silu`` / ``ggml_gelu`` then ``ggml_mul``, as ``llm_build_ffn`` built it before)."""
     qkv_cont: bool = False
     """Whether the graph splits a fused QKV projection (``attn_qkv``: GPT-NeoX, Falcon, Phi-2, MPT, DBRX...) into Q, K and V by
     copying three views (``ggml_cont(ggml_view_2d(...))``, three kernels a layer), as llama.cpp's graph builders did in 2024
@@ -203,7 +206,10 @@ def _layer_fixed(hp: HParams, il: int, n: int, layer: list[TensorInfo], run: Lla
             _small("cpy v", n, max(hp.n_embd_v_gqa(il), 1))]
     n_ff = max((t.shape[1] for t in layer if ".ffn_up" in t.name and len(t.shape) > 1), default=hp.n_ff)
     gated = any(".ffn_gate." in t.name for t in layer)
-    ops += [_small("activation", n, n_ff, 3 if gated else 2)]
+    if gated and not run.fused_glu:
+        ops += [_small("activation (silu/gelu)", n, n_ff, 2), _small("mul (gate x up)", n, n_ff, 3)]
+    else:
+        ops += [_small("activation", n, n_ff, 3 if gated else 2)]
     ops += [_small("add (residual)", n, e, 3), _small("add (residual)", n, e, 3)]
     return ops
 
