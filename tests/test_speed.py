@@ -8,6 +8,9 @@
 * llama.cpp: the bytes one generated token reads are the GGUF tensors' bytes (one embedding row,
   every other matrix whole, an MoE's used experts) plus the KV cache read, counted here from the
   header's tensor infos and hyperparameters; the FLOPs are 2 x the weights multiplied;
+* llama.cpp's kernels, counted by hand: ggml-cuda's ``quantize_q8_1`` before each quantized matmul and the cuBLAS
+  path's conversions; Metal's in-kernel dequantization (instructions per weight once per 32 tokens); the 2024 graphs'
+  QKV copies and unfused gated activation;
 * the CLI: a GGUF row on ``--gpu "M2 Max 96GB"`` carries the ``speed`` object with its inputs.
 """
 
@@ -274,6 +277,23 @@ def test_a_fused_qkv_is_split_by_three_copies_where_the_build_did() -> None:
     copies = [op for op in split.ops if op.name.startswith("cont (") and "view" in op.name][:3]
     widths = [hp.n_head[0] * hp.head_k[0], hp.n_embd_k_gqa(0), hp.n_embd_v_gqa(0)]
     assert [(op.bytes_read, op.bytes_written) for op in copies] == [(4 * n * w, 4 * n * w) for w in widths]
+
+
+def test_a_gated_ffn_is_two_kernels_before_the_glu_ops() -> None:
+    """Before ggml's GLU ops (June 2025) ``llm_build_ffn`` ran a gated FFN as ``ggml_silu(gate)`` (read and write n_ff
+    values a token) then ``ggml_mul(., up)`` (read two, write one); since, one ``swiglu`` kernel (read two, write one).
+    Hand count on Llama 3.1 8B (gated, n_ff from the ffn_up tensor): one kernel more a layer, 2 x n_ff x 4 bytes more a token."""
+    header = _header(BIG, "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf")
+    hp = hparams(header)
+    gpu = find_hardware("RTX 3090")
+    n_ff = next(t.shape[1] for t in header.tensors if t.name == "blk.0.ffn_up.weight")
+    fused, _, _ = _step(header.tensors, hp, 1, 32, LlamaCppRun(), gpu, gpu, 1)
+    split, _, _ = _step(header.tensors, hp, 1, 32, LlamaCppRun(fused_glu=False), gpu, gpu, 1)
+    assert len(split.ops) - len(fused.ops) == hp.n_layer
+    moved = sum(op.bytes_read + op.bytes_written for op in split.ops) - sum(op.bytes_read + op.bytes_written for op in fused.ops)
+    assert moved == hp.n_layer * 2 * n_ff * 4
+    act = [op for op in split.ops if op.name.startswith(("activation", "mul (gate"))][:2]
+    assert [(op.bytes_read, op.bytes_written) for op in act] == [(4 * n_ff, 4 * n_ff), (8 * n_ff, 4 * n_ff)]
 
 
 # ------------------------------------------------------------------ the front
