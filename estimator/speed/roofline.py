@@ -7,7 +7,9 @@ For each op of a :class:`~estimator.speed.cost.PhaseCost`::
     op time = max(compute, memory)                                   (launch hidden: CUDA graphs)
     op time = max(compute, memory, KERNEL_FLOOR_S)                   (launch not hidden)
 
-and the phase's time is the sum over its ops (kernels run one after another on one stream). This
+where an op's kernel also spends instructions beyond its FLOPs on the same ALUs (``alu_slots``: Metal's
+matmuls dequantizing in-kernel), those count at one FMA slot each inside its compute time; and the
+phase's time is the sum over its ops (kernels run one after another on one stream). This
 is PyTorch's own roofline (``torch.distributed._tools.runtime_estimator``'s ``_roofline_estimate``:
 ``max(op_flops / pi, op_bytes / beta)`` per op, in nanoseconds there, seconds here), with two
 changes: the peaks are the data sheets' (:mod:`estimator.speed.hardware`) scaled by the measured
