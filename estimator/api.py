@@ -89,7 +89,7 @@ def estimate(
     else:
         ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
     if ref.path is not None and is_gguf_path(ref.path):  # a local .gguf file, or a folder of them: llama.cpp's rows
-        result = gguf.local_gguf_estimate(ref.path, options=options, capacity_bytes=gpu_capacity(options))
+        result = gguf.local_gguf_estimate(ref.path, options=options, capacity_bytes=gpu_capacity(options), speed=gguf_speed(options))
         return _with_gguf_fit(result, options)
     if ref.path is not None:
         _refuse_gguf_options(options, str(ref.path))
@@ -116,7 +116,8 @@ def estimate(
         return cached
     files = tuple(s.rfilename for s in (info.siblings or []))
     if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
-        result = gguf.gguf_estimate(info, options=options, token=token, timeout=timeout, capacity_bytes=gpu_capacity(options))
+        result = gguf.gguf_estimate(info, options=options, token=token, timeout=timeout, capacity_bytes=gpu_capacity(options),
+                                    speed=gguf_speed(options))
         result = _with_gguf_fit(result, options)
         if info.sha:
             _CACHE.put(key, result)
@@ -217,6 +218,28 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
         options=options.shaping(resolved.revision if resolved.source == "hub" else None),
         rows=rows,
     )
+
+
+def gguf_speed(options: Options) -> Any:
+    """llama.cpp's speed for GGUF inference rows on the GPU or Mac ``--gpu`` names (always with a known name; none with
+    ``--gpu-memory`` alone, whose bandwidth is unknown): a function of a row's tensors, hyperparameters, GPU layers and
+    context (:func:`estimator.speed.llamacpp.answer`), or ``None``."""
+    if options.mode is not Mode.INFERENCE or options.hardware.gpu is None:
+        return None
+    from estimator.options import FlashAttn
+    from estimator.speed.hardware import find_hardware
+    from estimator.speed.llamacpp import answer
+
+    hardware = find_hardware(options.hardware.gpu)
+    shape, spec = options.work.shape, options.gguf
+
+    def speed(tensors: Any, hp: Any, n_gpu_layers: int, n_ctx: int) -> Any:
+        n_prompt = min(shape.seq_len or 512, n_ctx)
+        n_gen = max(1, min(shape.max_new_tokens or 128, n_ctx - n_prompt))
+        return answer(tensors, hp, hardware, n_gpu_layers=n_gpu_layers, n_prompt=n_prompt, n_gen=n_gen, n_ctx=n_ctx,
+                      flash_attn=spec.flash_attn is not FlashAttn.OFF, type_k=spec.cache_type, type_v=spec.type_v)
+
+    return speed
 
 
 def target_gpu(options: Options) -> GPU | None:

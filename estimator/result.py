@@ -50,6 +50,7 @@ class Row:
     # GGUF inference rows: what the row was computed from (an estimator.gguf.placement.Plan), so that every GPU's
     # verdict follows llama.cpp's offload plan (estimator.fit.table); not part of the JSON
     gguf_plan: Any = field(default=None, compare=False, repr=False)
+    speed: dict[str, Any] | None = None  # GGUF inference on a named GPU or Mac: llama.cpp's speed (estimator.speed.llamacpp.answer)
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
@@ -76,6 +77,8 @@ class Row:
             out["offload"] = dict(self.offload)
         if self.serving is not None:  # only mode "serving" rows carry it (docs/CONTRACT.md)
             out["serving"] = dict(self.serving)
+        if self.speed is not None:  # only rows with a speed answer carry it (docs/CONTRACT.md, docs/speed.md)
+            out["speed"] = dict(self.speed)
         return out
 
 
@@ -140,6 +143,9 @@ class Estimate:
                               max_batch_size=row.fit["max_batch_size"], max_seq_len=row.fit["max_seq_len"])
             for key, value in (row.serving or {}).items():  # mode "serving": the plan, one column per figure
                 record[f"serving_{key}"] = value
+            for key, value in (row.speed or {}).items():  # a speed answer: its scalar figures, one column each
+                if not isinstance(value, dict):
+                    record[f"speed_{key}"] = value
             record["method"] = row.method
             record["notes"] = "; ".join(row.notes)
             records.append(record)

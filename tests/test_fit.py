@@ -35,12 +35,21 @@ def test_every_gpu_of_the_issue_is_listed_with_its_source() -> None:
     names = {g.name for g in GPUS}
     for wanted in ("T4", "L4", "A10G", "RTX 3090", "RTX 4090", "RTX 5090", "A100 40GB", "A100 80GB", "H100 80GB", "H200", "B200", "MI300X"):
         assert wanted in names
+    from estimator.speed.hardware import apple_working_set, find_hardware
+
     for gpu in GPUS:
         assert gpu.source and gpu.stated
-        # what PyTorch can use is below nvidia-smi's total (the driver keeps some), within 1 GiB
-        assert gpu.smi_mib is not None and 0 <= gpu.smi_mib * MiB - gpu.total_bytes < 1024 * MiB, gpu.name
         stated_gb = float(gpu.stated.split()[0])
-        assert 0.85 * stated_gb * 10**9 < gpu.total_bytes < 1.1 * stated_gb * 2**30, gpu.name
+        if gpu.smi_mib is None:  # from the hardware table (estimator.speed.hardware): stated memory, or Metal's working set
+            hw = find_hardware(gpu.name)
+            assert gpu.total_bytes == hw.usable_bytes and hw.source in gpu.source, gpu.name
+            if gpu.vendor == "apple":
+                assert gpu.total_bytes == apple_working_set(hw.memory_bytes) and "working set" in gpu.source, gpu.name
+                continue
+            assert "stated" in gpu.source
+        else:  # what PyTorch can use is below nvidia-smi's total (the driver keeps some), within 1 GiB
+            assert 0 <= gpu.smi_mib * MiB - gpu.total_bytes < 1024 * MiB, gpu.name
+        assert 0.85 * stated_gb * 10**9 < gpu.total_bytes <= 1.1 * stated_gb * 2**30, gpu.name
         if gpu.vendor == "nvidia":  # bfloat16 units from Ampere (compute capability 8.0) on
             assert gpu.native_bf16 == (float(gpu.compute_capability or 0) >= 8.0), gpu.name
 

@@ -7,6 +7,13 @@ logs it was read from. That is the memory a process can use at all: ``nvidia-smi
 keeps for itself. Where drivers report slightly different figures the smallest one is kept. The
 CUDA context, cuBLAS workspaces and the caching allocator's overheads come out of ``total_bytes``
 (:mod:`estimator.fit.runtime`).
+
+Every other GPU and Apple Silicon configuration of the hardware table
+(:mod:`estimator.speed.hardware`, with its data sheets) follows, so the fit and the speed answers
+share one list: for those no driver figure has been read yet, and ``total_bytes`` is the vendor's
+stated memory (a discrete GPU's driver reports some 300 MiB to 1.3 GiB less: RTX 3090 307 MiB,
+RTX 4090 519 MiB, H100 841 MiB, T4 1.25 GiB above), or for Apple Silicon Metal's working-set limit
+(:func:`estimator.speed.hardware.apple_working_set`). ``source`` says which.
 """
 
 from __future__ import annotations
@@ -48,7 +55,24 @@ def _key(name: str) -> str:
 @lru_cache(maxsize=1)
 def _load() -> tuple[GPU, ...]:
     data = json.loads(resources.files("estimator.fit").joinpath("data/gpus.json").read_text(encoding="utf-8"))
-    return tuple(GPU(**{**g, "aliases": tuple(g.get("aliases", ()))}) for g in data["gpus"])
+    measured = tuple(GPU(**{**g, "aliases": tuple(g.get("aliases", ()))}) for g in data["gpus"])
+    return measured + _from_hardware({_key(n) for g in measured for n in (g.name, *g.aliases)})
+
+
+def _from_hardware(taken: set[str]) -> tuple[GPU, ...]:
+    """The hardware table's GPUs and Macs not in ``gpus.json`` (a name or alias there keeps its entry)."""
+    from estimator.speed.hardware import HARDWARE, Kind
+
+    out = []
+    for hw in HARDWARE:
+        if hw.kind is Kind.CPU or _key(hw.name) in taken:
+            continue
+        how = (f"Metal's working set, {'2/3' if hw.usable_bytes * 3 == hw.memory_bytes * 2 else '3/4'} of {hw.stated} "
+               "(recommendedMaxWorkingSetSize, estimator.speed.hardware)" if hw.kind is Kind.APPLE
+               else f"the vendor's stated {hw.stated}; not read from a driver yet (it reports a few hundred MiB less)")
+        out.append(GPU(hw.name, hw.stated, hw.usable_bytes, f"{how}: {hw.source}", compute_capability=hw.compute_capability,
+                       vendor=hw.vendor, native_bf16=hw.native_bf16, aliases=tuple(a for a in hw.aliases if _key(a) not in taken)))
+    return tuple(out)
 
 
 GPUS: tuple[GPU, ...] = _load()

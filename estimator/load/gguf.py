@@ -28,7 +28,7 @@ from typing import Any, Literal
 from estimator.errors import BadOptionError, Option, UnsupportedError
 from estimator.gguf import compute, kv_cache, placement
 from estimator.gguf.header import FIRST_READ, GGUFHeader, read_header
-from estimator.gguf.hparams import hparams
+from estimator.gguf.hparams import HParams, hparams
 from estimator.gguf.weights import weights
 from estimator.options import FlashAttn, GGUFSpec, Mode, Options
 from estimator.result import Estimate, Row
@@ -38,6 +38,8 @@ from estimator.units import format_bytes
 _QUANT = re.compile(r"(?i)(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32|FP16|FP32)(?=(?:-\d{5}-of-\d{5})?\.gguf$|[-_.])")
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})(?=\.gguf$)")
 _WORKERS = 8
+# the speed of one row (estimator.speed, passed in by estimator.api): (tensors, hparams, n_gpu_layers, n_ctx) -> (JSON, note)
+SpeedFn = Callable[[tuple[Any, ...], HParams, int, int], "tuple[dict[str, Any], str]"]
 
 
 def gguf_files(files: tuple[str, ...]) -> list[str]:
@@ -124,7 +126,7 @@ def _type_summary(by_type: dict[str, int]) -> str:
 
 
 def _row(label: str, members: list[str], headers: dict[str, GGUFHeader], mode: Mode, spec: GGUFSpec, capacity_bytes: int | None,
-         gpu: str | None, context: int | None) -> tuple[Row, int]:
+         gpu: str | None, context: int | None, speed: SpeedFn | None = None) -> tuple[Row, int]:
     parts = [headers[name] for name in members]
     w = weights(parts)
     file_bytes = sum(h.file_size for h in parts)
@@ -171,21 +173,27 @@ def _row(label: str, members: list[str], headers: dict[str, GGUFHeader], mode: M
         offload_split = plan.split(n_ctx, spec.n_gpu_layers)
         notes.append(f"offload: n_gpu_layers {offload_split.n_gpu_layers} of {offload_split.n_offloadable}: GPU "
                      f"{format_bytes(offload_split.gpu_bytes)}, CPU {format_bytes(offload_split.cpu_bytes)} (token embeddings stay on the CPU)")
+    speed_answer = None
+    if speed is not None:  # llama.cpp's speed on the hardware asked for, with this split (estimator.speed.llamacpp)
+        tensors = tuple(t for part in parts for t in part.tensors)
+        speed_answer, speed_note = speed(tensors, hp, -1 if offload_split is None else offload_split.n_gpu_layers, n_ctx)
+        notes.append(speed_note)
     row = Row(
         dtype=label, total_bytes=w.total, largest_layer_bytes=largest, training_adam_bytes=None, method="formula",
         peak_bytes=sum(components.values()), components=components, notes=tuple(notes),
-        offload=None if offload_split is None else offload_split.to_dict(), gguf_plan=plan,
+        offload=None if offload_split is None else offload_split.to_dict(), gguf_plan=plan, speed=speed_answer,
     )
     return row, n_ctx
 
 
 def gguf_estimate(
-    info: Any, *, options: Options, token: str | None, timeout: float, capacity_bytes: int | None = None,
+    info: Any, *, options: Options, token: str | None, timeout: float, capacity_bytes: int | None = None, speed: SpeedFn | None = None,
 ) -> Estimate:
     """One row per quantization of a GGUF-only repo (``info``: its ``model_info``).
 
     ``capacity_bytes``: the usable memory of the GPU asked for (``options.hardware.gpu``), to split
-    the layers by; ``options.gguf.n_gpu_layers`` fixes the split instead.
+    the layers by; ``options.gguf.n_gpu_layers`` fixes the split instead. ``speed``: llama.cpp's speed of
+    each inference row on that hardware (``rows[].speed``), given by :mod:`estimator.api`.
     """
     check_mode(info.id, options.mode, revision=info.sha)
     _check_batch(options, info.id, info.sha)
@@ -197,7 +205,7 @@ def gguf_estimate(
     wanted = [name for members in groups.values() for name in members]
     sizes = hub.file_sizes(info.id, wanted, revision=info.sha, token=token, timeout=timeout)
     headers = _headers(info, wanted, sizes, token, timeout)
-    return _estimate(info.id, info.sha, "hub", groups, headers, options, capacity_bytes)
+    return _estimate(info.id, info.sha, "hub", groups, headers, options, capacity_bytes, speed)
 
 
 def local_gguf_files(path: Path) -> list[Path]:
@@ -207,7 +215,7 @@ def local_gguf_files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_file() and p.name in model_files((p.name,)))
 
 
-def local_gguf_estimate(path: Path, *, options: Options, capacity_bytes: int | None = None) -> Estimate:
+def local_gguf_estimate(path: Path, *, options: Options, capacity_bytes: int | None = None, speed: SpeedFn | None = None) -> Estimate:
     """As :func:`gguf_estimate` for a local ``.gguf`` file (one row) or a folder of them (one row per quantization);
     the headers are read from the disk, the tensor data never."""
     model = str(path)
@@ -221,7 +229,7 @@ def local_gguf_estimate(path: Path, *, options: Options, capacity_bytes: int | N
     headers = {}
     for name in [name for members in groups.values() for name in members]:
         headers[name] = read_header(name, by_name[name].stat().st_size, _file_reader(by_name[name]))
-    return _estimate(model, None, "local", groups, headers, options, capacity_bytes)
+    return _estimate(model, None, "local", groups, headers, options, capacity_bytes, speed)
 
 
 def _file_reader(path: Path) -> Callable[[int, int], bytes]:
@@ -241,7 +249,7 @@ def _check_batch(options: Options, model: str, revision: str | None) -> None:
 
 
 def _estimate(model: str, revision: str | None, source: Literal["hub", "local"], groups: dict[str, list[str]], headers: dict[str, GGUFHeader],
-              options: Options, capacity_bytes: int | None) -> Estimate:
+              options: Options, capacity_bytes: int | None, speed: SpeedFn | None = None) -> Estimate:
     mode, spec, shape = options.mode, options.gguf, options.work.shape
     wanted = [name for members in groups.values() for name in members]
     # the context: ctx, else the prompt and the tokens to generate (seq_len + max_new_tokens), else the model's own
@@ -249,7 +257,7 @@ def _estimate(model: str, revision: str | None, source: Literal["hub", "local"],
     rows = []
     contexts = set()
     for label, members in groups.items():
-        row, n_ctx = _row(label, members, headers, mode, spec, capacity_bytes, options.hardware.gpu, context)
+        row, n_ctx = _row(label, members, headers, mode, spec, capacity_bytes, options.hardware.gpu, context, speed)
         rows.append(row)
         contexts.add(n_ctx)
     shaped: dict[str, Any] = {

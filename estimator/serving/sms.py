@@ -22,4 +22,9 @@ SM_COUNTS: dict[str, int] = {
 def sm_count(gpu_name: str | None) -> int:
     """The multiprocessors (compute units) of the GPU called ``gpu_name`` (a :mod:`estimator.fit.gpus` name), or the
     largest count known when the GPU is not named or not listed."""
-    return SM_COUNTS.get(gpu_name or "", max(SM_COUNTS.values()))
+    if gpu_name in SM_COUNTS:
+        return SM_COUNTS[gpu_name]
+    from estimator.speed.hardware import HARDWARE  # the other GPUs of the fit list: the hardware table's SMs / CUs
+
+    units = next((hw.compute_units for hw in HARDWARE if hw.name == gpu_name and hw.compute_units), None)
+    return units or max(SM_COUNTS.values())
