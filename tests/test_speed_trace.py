@@ -1,0 +1,185 @@
+"""The per-op cost trace (estimator/speed/trace.py) against independent counts of real small models on CPU.
+
+FLOPs: ``torch.utils.flop_counter.FlopCounterMode`` around the real model's training step, prefill and
+decode step (real tensors, eager attention, whose two matmuls flop_counter counts with its own ``bmm``
+formula), against the trace of the same model simulated on fake tensors with SDPA (CUDA's fused
+flash / memory-efficient kernels, or PyTorch's CPU flash kernel, counted by the SDPA formulas).
+Bytes of a decode step: the real model's own tensors (its parameters, the cache ``generate`` holds).
+Nothing here times anything.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import AutoModelForCausalLM, DynamicCache, GPT2Config, LlamaConfig, Qwen2Config
+
+from estimator.peak import simulate_peak
+from estimator.speed.cost import Phase
+from estimator.speed.op_cost import op_cost
+from estimator.speed.trace import CostTrace, TraceError, decode_context, phase_costs_for
+
+LLAMA = LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=512, max_position_embeddings=512)
+QWEN2 = Qwen2Config(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=512, max_position_embeddings=512, tie_word_embeddings=True)
+GPT2 = GPT2Config(n_embd=128, n_layer=2, n_head=4, vocab_size=512, n_positions=512)
+DECODE = LlamaConfig(hidden_size=256, intermediate_size=1024, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, vocab_size=4096, max_position_embeddings=512)
+CONFIGS = {"llama": LLAMA, "qwen2": QWEN2, "gpt2": GPT2}
+
+
+def _meta(config: Any, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(copy.deepcopy(config), dtype=dtype)
+    assert model.config._attn_implementation == "sdpa"
+    return model
+
+
+def _real(config: Any, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    torch.manual_seed(0)  # a copy: from_config sets the attention implementation on the config it is given
+    return AutoModelForCausalLM.from_config(copy.deepcopy(config), dtype=dtype, attn_implementation="eager")
+
+
+def _ids(batch: int, n: int) -> torch.Tensor:
+    return torch.randint(0, 512, (batch, n), generator=torch.Generator().manual_seed(0))
+
+
+FUSED_BACKWARDS = {("llama", "cpu"): 2, ("llama", "cuda"): 0, ("gpt2", "cpu"): 0, ("gpt2", "cuda"): 2}
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_training_step_flops_equal_flop_counter(family: str, device: str) -> None:
+    """FLOPs of forward + loss + backward + AdamW step = FlopCounterMode's count of the real step, exactly, but
+    for one difference: a fused attention kernel's backward (CPU flash; CUDA's memory-efficient kernel, which
+    float32 without GQA gets) recomputes the scores ``q @ k^T``, which flop_counter's SDPA backward formula
+    counts (5 matmuls) and the real eager run does not (4: it kept the scores). So the trace has one
+    ``2 * b * h * s * s * d`` more per fused backward, and none where CUDA's math path runs (float32 with GQA).
+    The optimizer phase counts 0, as flop_counter does: AdamW is element-wise, and flop_counter has formulas
+    for matmuls, convolutions and attention only."""
+    config, batch, n = CONFIGS[family], 2, 24
+    real = _real(config)
+    real.train()
+    opt = torch.optim.AdamW(real.parameters())
+    ids = _ids(batch, n)
+    with FlopCounterMode(display=False) as counter:
+        real(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    _, costs = phase_costs_for(_meta(config), mode="training", device=device, batch_size=batch, seq_len=n)
+    assert set(costs) == {Phase.TRAIN_FORWARD, Phase.BACKWARD, Phase.OPTIMIZER}
+    assert costs[Phase.OPTIMIZER].flops == 0
+    assert costs[Phase.OPTIMIZER].bytes_moved > 0
+    fused = [op for op in costs[Phase.BACKWARD].ops if "attention" in op.name]
+    # PyTorch's choices: CPU flash for Llama (GPT-2's mask sends CPU to the math path); on CUDA the memory-efficient
+    # kernel for GPT-2 and the math path for Llama (GQA in float32)
+    assert len(fused) == FUSED_BACKWARDS[family, device]
+    heads, head_dim = config.num_attention_heads, config.hidden_size // config.num_attention_heads
+    recompute = len(fused) * 2 * batch * heads * n * n * head_dim
+    assert sum(c.flops for c in costs.values()) == counter.get_total_flops() + recompute
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_prefill_flops_equal_flop_counter(family: str, device: str) -> None:
+    """The prompt's forward as generate runs it (a cache, logits of the last position only)."""
+    config, batch, n = CONFIGS[family], 2, 40
+    real = _real(config).eval()
+    ids = _ids(batch, n)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        real(input_ids=ids, past_key_values=DynamicCache(config=config), use_cache=True, logits_to_keep=1)
+    _, costs = phase_costs_for(_meta(config), device=device, batch_size=batch, seq_len=n)
+    assert costs[Phase.PREFILL].flops == counter.get_total_flops()
+    assert costs[Phase.PREFILL].tokens == batch * n
+
+
+def _real_decode(config: Any, batch: int, context: int) -> tuple[int, torch.nn.Module, DynamicCache]:
+    """FlopCounterMode's count of the real bfloat16 model's decode step with ``context`` positions in the cache,
+    the model and the cache after the step."""
+    real = _real(config, torch.bfloat16).eval()
+    cache = DynamicCache(config=config)
+    with torch.no_grad():
+        real(input_ids=_ids(batch, context), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        with FlopCounterMode(display=False) as counter:
+            real(input_ids=_ids(batch, 1), past_key_values=cache, use_cache=True)
+    return counter.get_total_flops(), real, cache
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_decode_step_flops_and_bytes_against_the_real_model(device: str) -> None:
+    """One decode token: FLOPs = FlopCounterMode's; bytes = the weights read (every parameter, the input
+    embedding table by the rows looked up) + the KV cache the attention reads (from the real cache), plus
+    what transformers' DynamicCache.update copies (``torch.cat``: the old cache read, the new one written)
+    and the activations: one token's hidden states through each kernel, here (hidden size 256, 2 layers)
+    under 5% of the total; for Llama-3.1-8B under 0.1% (docs/speed_trace.md). bfloat16, so that CUDA's
+    flash kernel is the one simulated (in float32 with GQA CUDA falls back to the math path, which
+    expands the cache to the query heads: counted as it runs)."""
+    config, batch, context = DECODE, 1, 63
+    flops, real, cache = _real_decode(config, batch, context)
+    _, costs = phase_costs_for(_meta(config, torch.bfloat16), device=device, batch_size=1, seq_len=context, max_new_tokens=1)
+    decode = costs[Phase.DECODE]
+    assert decode_context(context, 1) == context
+    assert decode.flops == flops
+    assert decode.tokens == batch
+
+    params = {p.untyped_storage()._cdata: p.nbytes for p in real.parameters()}
+    embed = real.get_input_embeddings().weight
+    weights = sum(params.values()) - embed.nbytes + batch * embed.shape[1] * embed.element_size()
+    kv = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)  # context + 1 positions
+    kv_before = kv * context // (context + 1)
+    cat_copy = kv_before + kv  # DynamicLayer.update: torch.cat reads the old keys/values and writes the new ones
+    counted = decode.bytes_moved
+    activations = counted - weights - kv - cat_copy
+    assert counted > weights + kv
+    assert 0 < activations < 0.05 * counted, (counted, weights, kv, cat_copy)
+
+
+def test_extrapolated_costs_equal_the_whole_model() -> None:
+    """A decoder with alike layers is simulated with 2, 3 and 4 layers: its costs extrapolated to 7 layers are
+    those of the whole 7-layer model, op for op."""
+    config = LlamaConfig(**{**LLAMA.to_dict(), "num_hidden_layers": 7})
+    for mode in ("training", "inference"):
+        kw: dict[str, Any] = {"mode": mode, "seq_len": 16, "max_new_tokens": 3 if mode == "inference" else 0}
+        _, sampled = phase_costs_for(_meta(config, torch.bfloat16), extrapolate_layers=True, **kw)
+        _, whole = phase_costs_for(_meta(config, torch.bfloat16), extrapolate_layers=False, **kw)
+        assert set(sampled) == set(whole)
+        for phase in whole:
+            assert Counter(sampled[phase].ops) == Counter(whole[phase].ops), phase
+
+
+def test_counting_leaves_the_memory_simulation_unchanged() -> None:
+    """The trace runs in the memory simulation's own pass and changes none of its figures (the fused attention's
+    backward marker is a view)."""
+    for mode in ("training", "inference"):
+        plain = simulate_peak(_meta(LLAMA, torch.bfloat16), mode=mode, seq_len=32, max_new_tokens=2, extrapolate_layers=False)  # type: ignore[arg-type]
+        counted, costs = phase_costs_for(_meta(LLAMA, torch.bfloat16), mode=mode, seq_len=32, max_new_tokens=2,
+                                         extrapolate_layers=False)
+        assert counted == plain
+        assert costs
+
+
+def test_views_are_not_kernels_and_in_place_ops_write_once() -> None:
+    x = torch.zeros(4, 8)
+    assert op_cost(torch.ops.aten.view.default, (x, [32]), {}, x.view(32)) is None
+    assert op_cost(torch.ops.aten.t.default, (x,), {}, x.t()) is None
+    added = op_cost(torch.ops.aten.add_.Tensor, (x, x), {}, x)
+    assert added is not None and (added.bytes_read, added.bytes_written) == (128, 128)
+    copied = op_cost(torch.ops.aten.copy_.default, (x, torch.ones(4, 8)), {}, x)
+    assert copied is not None and (copied.bytes_read, copied.bytes_written) == (128, 128)  # the source only
+    table, index = torch.zeros(1000, 8), torch.tensor([3])
+    looked_up = op_cost(torch.ops.aten.embedding.default, (table, index), {}, table[index])
+    assert looked_up is not None and looked_up.bytes_read == 32 + 8  # one row and the index
+    expanded = torch.zeros(1, 8).expand(4, 8)
+    mm = op_cost(torch.ops.aten.mm.default, (expanded, torch.zeros(8, 2)), {}, torch.zeros(4, 2))
+    assert mm is not None and mm.flops == 2 * 4 * 8 * 2 and mm.bytes_read == 32 + 64 and mm.formula == "flop_counter"
+
+
+def test_no_costs_where_nothing_was_simulated() -> None:
+    trace = CostTrace(_meta(LLAMA))
+    with pytest.raises(TraceError):
+        trace.phase_costs()
