@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-from transformers import AutoModelForCausalLM, DynamicCache, GPT2Config, LlamaConfig, Qwen2Config
+from transformers import AutoModelForCausalLM, DynamicCache, GPT2Config, LlamaConfig, Qwen2Config, Qwen3MoeConfig
 
 from estimator.peak import simulate_peak
 from estimator.speed.cost import Phase
@@ -116,7 +116,7 @@ def test_decode_step_flops_and_bytes_against_the_real_model(device: str) -> None
     embedding table by the rows looked up) + the KV cache the attention reads (from the real cache), plus
     what transformers' DynamicCache.update copies (``torch.cat``: the old cache read, the new one written)
     and the activations: one token's hidden states through each kernel, here (hidden size 256, 2 layers)
-    under 5% of the total; for Llama-3.1-8B under 0.1% (docs/speed_trace.md). bfloat16, so that CUDA's
+    under 5% of the total; for Llama-3.1-8B 0.17% (docs/speed_trace.md). bfloat16, so that CUDA's
     flash kernel is the one simulated (in float32 with GQA CUDA falls back to the math path, which
     expands the cache to the query heads: counted as it runs)."""
     config, batch, context = DECODE, 1, 63
@@ -139,28 +139,59 @@ def test_decode_step_flops_and_bytes_against_the_real_model(device: str) -> None
     assert 0 < activations < 0.05 * counted, (counted, weights, kv, cat_copy)
 
 
-def test_extrapolated_costs_equal_the_whole_model() -> None:
+def test_moe_grouped_experts_against_the_real_model() -> None:
+    """Qwen3-MoE with transformers' default experts implementation (``_grouped_mm``, our formula: flop_counter has
+    none) against the real model with the eager experts loop (one ``mm`` per expert reached, flop_counter's): the
+    prefill's and the decode step's FLOPs are equal; at batch-1 decode the grouped matmuls read the top-k experts'
+    weights of each layer, not all of them (the real model's expert parameters, times k / E)."""
+    config = Qwen3MoeConfig(hidden_size=128, intermediate_size=256, moe_intermediate_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, vocab_size=512, num_experts=8,
+                            num_experts_per_tok=2, max_position_embeddings=512)
+    torch.manual_seed(0)
+    real = AutoModelForCausalLM.from_config(copy.deepcopy(config), dtype=torch.bfloat16, attn_implementation="eager",
+                                            experts_implementation="eager").eval()
+    cache, n = DynamicCache(config=config), 16
+    with torch.no_grad():
+        with FlopCounterMode(display=False) as prefill:
+            real(input_ids=_ids(1, n), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        with FlopCounterMode(display=False) as decode:
+            real(input_ids=_ids(1, 1), past_key_values=cache, use_cache=True)
+    _, costs = phase_costs_for(_meta(config, torch.bfloat16), seq_len=n, max_new_tokens=1)
+    assert costs[Phase.PREFILL].flops == prefill.get_total_flops()
+    assert costs[Phase.DECODE].flops == decode.get_total_flops()
+    grouped = [op for op in costs[Phase.DECODE].ops if "grouped_mm" in op.name]
+    assert grouped and all(op.formula == "grouped_mm" for op in grouped)
+    experts = sum(p.nbytes for name, p in real.named_parameters() if ".experts." in name)
+    rows = config.num_experts_per_tok  # one token, its top-k experts
+    inputs = sum(rows * op_in for op_in in (config.hidden_size * 2, config.moe_intermediate_size * 2))  # bf16 rows
+    offsets = len(grouped) * config.num_experts * 4  # int32 offsets per expert
+    read = sum(op.bytes_read for op in grouped)
+    assert read == experts * rows // config.num_experts + config.num_hidden_layers * inputs + offsets
+
+
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_extrapolated_costs_equal_the_whole_model(mode: str) -> None:
     """A decoder with alike layers is simulated with 2, 3 and 4 layers: its costs extrapolated to 7 layers are
-    those of the whole 7-layer model, op for op."""
-    config = LlamaConfig(**{**LLAMA.to_dict(), "num_hidden_layers": 7})
-    for mode in ("training", "inference"):
-        kw: dict[str, Any] = {"mode": mode, "seq_len": 16, "max_new_tokens": 3 if mode == "inference" else 0}
-        _, sampled = phase_costs_for(_meta(config, torch.bfloat16), extrapolate_layers=True, **kw)
-        _, whole = phase_costs_for(_meta(config, torch.bfloat16), extrapolate_layers=False, **kw)
-        assert set(sampled) == set(whole)
-        for phase in whole:
-            assert Counter(sampled[phase].ops) == Counter(whole[phase].ops), phase
+    those of the whole 6-layer model, op for op (the foreach optimizer's ops, one call over every layer's
+    tensors, by their bytes extrapolated)."""
+    config = LlamaConfig(**{**LLAMA.to_dict(), "num_hidden_layers": 6})
+    kw: dict[str, Any] = {"mode": mode, "seq_len": 8, "max_new_tokens": 3 if mode == "inference" else 0}
+    _, sampled = phase_costs_for(_meta(config, torch.bfloat16), extrapolate_layers=True, **kw)
+    _, whole = phase_costs_for(_meta(config, torch.bfloat16), extrapolate_layers=False, **kw)
+    assert set(sampled) == set(whole)
+    for phase in whole:
+        assert Counter(sampled[phase].ops) == Counter(whole[phase].ops), phase
 
 
-def test_counting_leaves_the_memory_simulation_unchanged() -> None:
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_counting_leaves_the_memory_simulation_unchanged(mode: str) -> None:
     """The trace runs in the memory simulation's own pass and changes none of its figures (the fused attention's
-    backward marker is a view)."""
-    for mode in ("training", "inference"):
-        plain = simulate_peak(_meta(LLAMA, torch.bfloat16), mode=mode, seq_len=32, max_new_tokens=2, extrapolate_layers=False)  # type: ignore[arg-type]
-        counted, costs = phase_costs_for(_meta(LLAMA, torch.bfloat16), mode=mode, seq_len=32, max_new_tokens=2,
-                                         extrapolate_layers=False)
-        assert counted == plain
-        assert costs
+    backward marker is a view), CUDA's allocator replay included."""
+    plain = simulate_peak(_meta(LLAMA, torch.bfloat16), mode=mode, seq_len=32, max_new_tokens=2, extrapolate_layers=False)  # type: ignore[arg-type]
+    counted, costs = phase_costs_for(_meta(LLAMA, torch.bfloat16), mode=mode, seq_len=32, max_new_tokens=2,
+                                     extrapolate_layers=False)
+    assert counted == plain
+    assert costs
 
 
 def test_views_are_not_kernels_and_in_place_ops_write_once() -> None:
@@ -183,3 +214,25 @@ def test_no_costs_where_nothing_was_simulated() -> None:
     trace = CostTrace(_meta(LLAMA))
     with pytest.raises(TraceError):
         trace.phase_costs()
+
+
+def test_an_estimate_row_with_its_costs(tmp_path: Any) -> None:
+    """The row path (options -> resolve -> simulate_row with the trace) gives the memory result the row gets and
+    the costs of the same model simulated directly."""
+    import json
+
+    from estimator.options import DType, Library, parse_options
+    from estimator.peak.rows import simulate_row
+    from estimator.source.reference import parse_reference
+    from estimator.source.resolve import resolve
+    from estimator.speed.row_costs import simulate_row_with_costs
+
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA.to_dict(), "architectures": ["LlamaForCausalLM"]}))
+    resolved = resolve(parse_reference(str(tmp_path)), Library.AUTO)
+    options = parse_options(dtypes=["bfloat16"], mode="inference", seq_len=16, max_new_tokens=2)
+    result, costs = simulate_row_with_costs(resolved, options.load, options.work, options.hardware, DType.BFLOAT16)
+    assert result == simulate_row(resolved, options.load, options.work, options.hardware, DType.BFLOAT16)
+    _, direct = phase_costs_for(_meta(LLAMA, torch.bfloat16), seq_len=16, max_new_tokens=2)
+    assert {p: (c.flops, c.bytes_moved, c.kernels) for p, c in costs.items()} == \
+        {p: (c.flops, c.bytes_moved, c.kernels) for p, c in direct.items()}
+    assert costs[Phase.PREFILL].tokens == 16 and costs[Phase.DECODE].tokens == 1

@@ -16,13 +16,16 @@ does not read what it overwrites. Gathers (``embedding``, ``index_select``, ``in
 one row); scatters into an existing tensor (``index_copy_``, ``index_put_``, ``scatter_``) read and
 write as much of it as the values they put. A fused kernel (flash / memory-efficient attention, a
 quantized matmul that dequantizes in-kernel) is one op: its traffic is its arguments and results,
-not its unfused math's intermediates.
+not its unfused math's intermediates. A grouped matmul over MoE experts (``_grouped_mm``, transformers'
+default experts implementation) reads only the experts its rows are routed to: at most ``min(rows,
+experts)`` of them, exactly the top-k of one token at batch 1 decode (an upper bound otherwise, reached
+when the tokens are many).
 
 **FLOPs.** ``torch.utils.flop_counter``'s registry (matmuls, convolutions, SDPA and their
 backwards; a multiply-add counts 2), called exactly as ``FlopCounterMode`` calls it. Formulas it
 lacks, named in ``OpCost.formula`` (:data:`OUR_FORMULAS`): PyTorch's CPU flash attention and its
 backward (flop_counter counts them as 0: with the same SDPA formulas it uses for the CUDA kernels),
-``_grouped_mm`` (fused MoE experts), ``_int_mm`` / ``_weight_int8pack_mm`` / ``_weight_int4pack_mm``
+``_grouped_mm`` (fused MoE experts, and transformers' fallback op for it), ``_int_mm`` / ``_weight_int8pack_mm`` / ``_weight_int4pack_mm``
 (quantized matmuls), ``mv``, ``addmv``, ``dot``. Element-wise ops, reductions, softmax and norms
 count 0 FLOPs, as in flop_counter (they are bandwidth-bound; their FLOPs are under 1% of a
 transformer's matmul FLOPs), so a training step's FLOPs are those of the ``6 * params * tokens``
@@ -113,6 +116,8 @@ def _dot(a: Any, _b: Any, *_args: Any, **_kwargs: Any) -> int:
     return 2 * math.prod(_shape(a))
 
 
+_GROUPED = frozenset({aten._grouped_mm})
+
 # Formulas flop_counter lacks: op packet -> (our formula's name, the formula).
 OUR_FORMULAS: dict[Any, tuple[str, Callable[..., int]]] = {
     aten._scaled_dot_product_flash_attention_for_cpu: ("sdpa (cpu flash)", _sdpa_cpu),
@@ -127,6 +132,14 @@ OUR_FORMULAS: dict[Any, tuple[str, Callable[..., int]]] = {
 }
 
 
+# Custom ops of libraries that may not be imported (looked up by name): transformers' grouped matmul for MoE
+# experts where torch's is unavailable (transformers.integrations.moe), and its backward (grad input and weight).
+_BY_NAME: dict[str, tuple[str, Callable[..., int]]] = {
+    "transformers.grouped_mm_fallback": ("grouped_mm", _grouped_mm),
+    "transformers.grouped_mm_fallback_backward": ("grouped_mm backward", lambda a, b, *r, **k: 2 * _grouped_mm(a, b)),
+}
+
+
 def flops_of(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> tuple[int, str]:
     """The op's FLOPs and the formula's name: flop_counter's registry, called as ``FlopCounterMode`` calls
     it, else :data:`OUR_FORMULAS`, else 0 (element-wise ops, as flop_counter counts them)."""
@@ -134,11 +147,22 @@ def flops_of(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     formula = flop_counter.flop_registry.get(packet)
     if formula is not None:
         return int(formula(*args, **kwargs, out_val=out)), FLOP_COUNTER
-    ours = OUR_FORMULAS.get(packet)
+    ours = OUR_FORMULAS.get(packet) or _BY_NAME.get(str(packet))
     if ours is not None:
         name, fn = ours
         return int(fn(*args, **kwargs, out_val=out)), name
     return 0, FLOP_COUNTER
+
+
+def _experts_not_read(a: torch.Tensor, b: torch.Tensor) -> int:
+    """A grouped matmul of rows ``a`` (R, K) against experts ``b`` (E, K, N) reads only the experts some row is
+    routed to: at most ``min(R, E)`` of the E (exactly the top-k experts of a single token); the bytes of the
+    others."""
+    if a.dim() != 2 or b.dim() != 3:
+        return 0
+    experts = b.shape[0]
+    touched = min(a.shape[0], experts)
+    return addressed_bytes(b) * (experts - touched) // experts
 
 
 def _storage_key(t: torch.Tensor) -> int | None:
@@ -234,5 +258,7 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
             full, part = addressed_bytes(args[0]), min(addressed_bytes(values), addressed_bytes(args[0]))
             bytes_read -= full - part
             bytes_written -= full - part
+    if packet in _GROUPED and len(args) >= 2 and isinstance(args[0], torch.Tensor) and isinstance(args[1], torch.Tensor):
+        bytes_read -= _experts_not_read(args[0], args[1])
     flops, formula = flops_of(func, args, kwargs, out)
     return OpCost(str(func), flops, bytes_read, bytes_written, _dtype(read_args + written_args, new_outputs), formula)

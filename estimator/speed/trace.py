@@ -75,11 +75,12 @@ def _layers(model: nn.Module) -> int | None:
 
 class CostTrace:
     """The per-op cost counter of one simulation (see the module docstring). ``model``: the meta model
-    about to be simulated (its layer count is the one costs are extrapolated to); ``device``: the
-    simulation's device (``"cuda"`` records the fused attention kernels)."""
+    about to be simulated, or ``layers``: its ``config.num_hidden_layers`` (what costs are extrapolated to
+    where the engine simulates layer samples; ``resolved.config.get("num_hidden_layers")`` for a row);
+    ``device``: the simulation's device (``"cuda"`` records the fused attention kernels)."""
 
-    def __init__(self, model: nn.Module, *, device: str = "cuda") -> None:
-        self.layers = _layers(model)
+    def __init__(self, model: nn.Module | None = None, *, layers: int | None = None, device: str = "cuda") -> None:
+        self.layers = _layers(model) if model is not None else layers if isinstance(layers, int) else None
         self.device = device
         self._runs: list[_Run] = []
 
