@@ -236,3 +236,40 @@ def test_an_estimate_row_with_its_costs(tmp_path: Any) -> None:
     assert {p: (c.flops, c.bytes_moved, c.kernels) for p, c in costs.items()} == \
         {p: (c.flops, c.bytes_moved, c.kernels) for p, c in direct.items()}
     assert costs[Phase.PREFILL].tokens == 16 and costs[Phase.DECODE].tokens == 1
+
+
+def test_qlora_4bit_matmuls_count_as_the_dense_ones() -> None:
+    """QLoRA's base layers are bitsandbytes' ``gemm_4bit`` (one op reading the packed weight; flop_counter has no
+    formula for it): the forward's FLOPs equal those of the same LoRA forward on the unquantized model, whose
+    matmuls flop_counter counts. (The backwards differ by what the recipes do differently:
+    ``prepare_model_for_kbit_training`` keeps the norms in float32, so the attention takes CUDA's math path, and
+    makes the embeddings' output require a gradient.)"""
+    from estimator.peak.training import Recipe
+
+    kw: dict[str, Any] = {"optimizer": "adamw", "autocast_dtype": torch.bfloat16, "gradient_checkpointing": True,
+                          "lora_rank": 8}
+    _, qlora = phase_costs_for(_meta(LLAMA, torch.bfloat16), mode="training", seq_len=16, recipe=Recipe(**kw, kbit=True))
+    _, lora = phase_costs_for(_meta(LLAMA, torch.bfloat16), mode="training", seq_len=16, recipe=Recipe(**kw))
+    assert qlora[Phase.TRAIN_FORWARD].flops == lora[Phase.TRAIN_FORWARD].flops
+    packed = [op for op in qlora[Phase.TRAIN_FORWARD].ops if op.formula == "gemm_4bit"]
+    assert len(packed) == 7 * LLAMA.num_hidden_layers  # q, k, v, o, gate, up, down (lm_head stays dense)
+    # each reads its input rows (16 tokens x in_features, bfloat16), the packed weight (half a byte a value) and
+    # the float32 absmax of each block of 64 values: the 4-bit weight, not a dequantized copy
+    layers = [m for name, m in _meta(LLAMA, torch.bfloat16).named_modules() if ".layers." in name and name.endswith("proj")]
+    assert sum(op.bytes_read for op in packed) == sum(m.weight.numel() // 2 + m.weight.numel() // 64 * 4 + 16 * m.in_features * 2
+                                                      for m in layers)
+
+
+def test_a_count_that_fails_leaves_the_memory_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An op whose cost cannot be counted makes ``phase_costs`` raise, naming it; the simulation itself is untouched."""
+    import estimator.speed.trace as trace_module
+
+    def broken(func: Any, *_: Any) -> None:
+        raise ValueError("no formula")
+
+    monkeypatch.setattr(trace_module, "op_cost", broken)
+    trace = CostTrace(_meta(LLAMA))
+    result = simulate_peak(_meta(LLAMA), mode="inference", seq_len=8, observe=trace.observe)
+    assert result.method == "simulated"
+    with pytest.raises(TraceError, match="no formula"):
+        trace.phase_costs()

@@ -26,7 +26,8 @@ backwards; a multiply-add counts 2), called exactly as ``FlopCounterMode`` calls
 lacks, named in ``OpCost.formula`` (:data:`OUR_FORMULAS`): PyTorch's CPU flash attention and its
 backward (flop_counter counts them as 0: with the same SDPA formulas it uses for the CUDA kernels),
 ``_grouped_mm`` (fused MoE experts, and transformers' fallback op for it), ``_int_mm`` / ``_weight_int8pack_mm`` / ``_weight_int4pack_mm``
-(quantized matmuls), ``mv``, ``addmv``, ``dot``. Element-wise ops, reductions, softmax and norms
+(quantized matmuls), bitsandbytes' ``gemm_4bit``, ``gemv_4bit`` and ``int8_linear_matmul``, ``mv``,
+``addmv``, ``dot``. Element-wise ops, reductions, softmax and norms
 count 0 FLOPs, as in flop_counter (they are bandwidth-bound; their FLOPs are under 1% of a
 transformer's matmul FLOPs), so a training step's FLOPs are those of the ``6 * params * tokens``
 convention and model FLOPs utilisation is comparable with published figures.
@@ -133,10 +134,25 @@ OUR_FORMULAS: dict[Any, tuple[str, Callable[..., int]]] = {
 
 
 # Custom ops of libraries that may not be imported (looked up by name): transformers' grouped matmul for MoE
-# experts where torch's is unavailable (transformers.integrations.moe), and its backward (grad input and weight).
+# experts where torch's is unavailable (transformers.integrations.moe), and its backward (grad input and weight);
+# bitsandbytes' quantized matmuls (QLoRA's ``gemm_4bit``: on CUDA one op, a fused kernel reading the packed weight
+# or, past an arch- and shape-dependent threshold, a dequantize + cuBLAS inside the op: counted as the fused kernel).
+def _packed_4bit(a: Any, _packed: Any, shape_b: Any, *_args: Any, **_kwargs: Any) -> int:
+    """bitsandbytes' 4-bit matmuls ``A (..., K) @ dequantize(B).T``, ``B`` (N, K) packed: ``2 * A.numel() * N``."""
+    return 2 * math.prod(_shape(a)) * int(shape_b[0])
+
+
+def _int8_linear(a: Any, b: Any, *_args: Any, **_kwargs: Any) -> int:
+    """bitsandbytes' ``int8_linear_matmul(A (..., K), B (N, K))``: ``2 * A.numel() * N``."""
+    return 2 * math.prod(_shape(a)) * _shape(b)[0]
+
+
 _BY_NAME: dict[str, tuple[str, Callable[..., int]]] = {
     "transformers.grouped_mm_fallback": ("grouped_mm", _grouped_mm),
     "transformers.grouped_mm_fallback_backward": ("grouped_mm backward", lambda a, b, *r, **k: 2 * _grouped_mm(a, b)),
+    "bitsandbytes.gemm_4bit": ("gemm_4bit", _packed_4bit),
+    "bitsandbytes.gemv_4bit": ("gemv_4bit", _packed_4bit),
+    "bitsandbytes.int8_linear_matmul": ("int8_linear_matmul", _int8_linear),
 }
 
 

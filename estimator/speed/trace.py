@@ -47,8 +47,8 @@ __all__ = ["CostTrace", "TraceError", "decode_context", "phase_costs_for"]
 
 
 class TraceError(RuntimeError):
-    """The simulation gave no per-op costs for the whole model (it fell back to a formula, or its
-    layer samples were not linear in their ops)."""
+    """The simulation gave no per-op costs for the whole model (it fell back to a formula, its layer
+    samples were not linear in their ops, or an op's cost could not be counted: the memory result stands)."""
 
 
 def decode_context(seq_len: int, max_new_tokens: int) -> int:
@@ -63,6 +63,7 @@ class _Run:
     layers: int | None
     ops: dict[str, list[OpCost]] = field(default_factory=dict)
     complete: bool = False
+    error: str | None = None  # the op whose cost could not be counted
 
 
 def _layers(model: nn.Module) -> int | None:
@@ -92,7 +93,7 @@ class CostTrace:
 
         @contextlib.contextmanager
         def on_tracker(tracker: StorageTracker) -> Iterator[None]:
-            run.ops, run.complete = {}, False
+            run.ops, run.complete, run.error = {}, False, None
             current: list[str | None] = [None]
 
             def phase_ops(phase: str | None) -> list[OpCost] | None:
@@ -104,10 +105,15 @@ class CostTrace:
 
             def on_op(phase: str | None, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
                 ops = phase_ops(phase)
-                if ops is not None:
+                if ops is None or run.error is not None:
+                    return
+                try:
                     cost = op_cost(func, args, kwargs, out)
-                    if cost is not None:
-                        ops.append(cost)
+                except Exception as exc:  # noqa: BLE001 - a count that fails must not fail the memory simulation
+                    run.error = f"{func}: {type(exc).__name__}: {exc}"
+                    return
+                if cost is not None:
+                    ops.append(cost)
 
             def record(cost: OpCost) -> None:
                 ops = phase_ops(tracker.phase)
@@ -137,6 +143,9 @@ class CostTrace:
         runs = [r for r in self._runs if r.complete]
         if not runs:
             raise TraceError("the step was not simulated (a formula stood in for it): no per-op costs")
+        failed = next((r.error for r in runs if r.error is not None), None)
+        if failed is not None:
+            raise TraceError(f"an op's cost could not be counted ({failed})")
         last = runs[-1]
         if last.layers == self.layers or self.layers is None or last.layers is None:
             ops = {name: list(v) for name, v in last.ops.items()}
