@@ -273,3 +273,9 @@ def test_a_count_that_fails_leaves_the_memory_result(monkeypatch: pytest.MonkeyP
     assert result.method == "simulated"
     with pytest.raises(TraceError, match="no formula"):
         trace.phase_costs()
+
+
+def test_a_scatter_touches_its_target_where_the_values_go() -> None:
+    cache, values, index = torch.zeros(1, 2, 100, 8), torch.ones(1, 2, 1, 8), torch.tensor([5])
+    put = op_cost(torch.ops.aten.index_copy_.default, (cache, 2, index, values), {}, cache)
+    assert put is not None and (put.bytes_read, put.bytes_written) == (64 + 8 + 64, 64)

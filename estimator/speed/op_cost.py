@@ -64,8 +64,8 @@ _WRITE_ONLY = frozenset({
     aten.exponential_, aten.geometric_, aten.log_normal_, aten.cauchy_,
 })
 
-# Gathers: read of the source = the rows they return (the other arguments, the indices, read in full).
-_GATHERS = {aten.embedding: 0, aten.index_select: 0, aten.index: 0, aten.gather: 0}
+# Gathers: the source (first argument) is read as far as the rows they return; the indices in full.
+_GATHERS = frozenset({aten.embedding, aten.index_select, aten.index, aten.gather})
 
 # Scatters into an existing tensor: the written argument is touched only where the values go.
 _SCATTERS = {aten.index_copy_: "source", aten.index_put_: "values", aten.scatter_: "src", aten.index_add_: "source"}
@@ -234,6 +234,15 @@ def _dtype(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> str:
     return str((inputs or outputs)[0].dtype).removeprefix("torch.") if inputs or outputs else ""
 
 
+def _argument(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Any:
+    """The argument ``name`` of the op's schema, given by keyword or by position (None where absent)."""
+    if name in kwargs:
+        return kwargs[name]
+    names = [a.name for a in func._schema.arguments]
+    i = names.index(name) if name in names else len(args)
+    return args[i] if i < len(args) else None
+
+
 def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> OpCost | None:
     """The cost of one op the simulation ran, or None where it is no kernel (see the module docstring)."""
     packet = getattr(func, "_overloadpacket", None)
@@ -266,10 +275,7 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         bytes_read += min(sum(addressed_bytes(t) for t in new_outputs), addressed_bytes(source)) - addressed_bytes(source)
     scatter = _SCATTERS.get(packet)
     if scatter is not None and args and isinstance(args[0], torch.Tensor):
-        values = kwargs.get(scatter)
-        if values is None:
-            index = [a.name for a in func._schema.arguments].index(scatter) if scatter in [a.name for a in func._schema.arguments] else -1
-            values = args[index] if 0 <= index < len(args) else None
+        values = _argument(func, args, kwargs, scatter)
         if isinstance(values, torch.Tensor):
             full, part = addressed_bytes(args[0]), min(addressed_bytes(values), addressed_bytes(args[0]))
             bytes_read -= full - part
