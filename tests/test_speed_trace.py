@@ -279,3 +279,15 @@ def test_a_scatter_touches_its_target_where_the_values_go() -> None:
     cache, values, index = torch.zeros(1, 2, 100, 8), torch.ones(1, 2, 1, 8), torch.tensor([5])
     put = op_cost(torch.ops.aten.index_copy_.default, (cache, 2, index, values), {}, cache)
     assert put is not None and (put.bytes_read, put.bytes_written) == (64 + 8 + 64, 64)
+
+
+def test_no_costs_where_a_formula_stood_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the step cannot run on fakes the memory answer is a formula, and there are no per-op costs to give."""
+    import estimator.peak.engine as engine
+
+    def fails(*_: Any, **__: Any) -> None:
+        raise RuntimeError("cannot run on fakes")
+
+    monkeypatch.setattr(engine, "simulate_step", fails)
+    with pytest.raises(TraceError, match="formula"):
+        phase_costs_for(_meta(LLAMA), seq_len=8, extrapolate_layers=False)

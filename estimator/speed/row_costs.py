@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from estimator.options import Device, DType, Mode
 from estimator.speed.cost import Phase, PhaseCost
-from estimator.speed.trace import CostTrace
+from estimator.speed.trace import CostTrace, TraceError
 
 if TYPE_CHECKING:
     from estimator.options import HardwareSpec, LoadSpec, WorkSpec
@@ -41,6 +41,8 @@ def simulate_row_with_costs(resolved: Resolved, load: LoadSpec, work: WorkSpec, 
     layers = resolved.config.get("num_hidden_layers")
     trace = CostTrace(layers=layers if isinstance(layers, int) else None, device=device)
     result = simulate_row(resolved, load, work, hardware, dtype, observe=trace.observe)
+    if result.method != "simulated":
+        raise TraceError("the step was not simulated (a formula stood in for it): no per-op costs")
     tokens = phase_tokens(work)
     if work.mode is Mode.TRAINING:
         tokens = {p: n for p, n in tokens.items() if p in (Phase.TRAIN_FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)}

@@ -206,6 +206,8 @@ def phase_costs_for(
     result = simulate_peak(model, mode=mode, device=device, batch_size=batch_size, seq_len=seq_len,  # type: ignore[arg-type]  # checked by simulate_peak
                            max_new_tokens=max_new_tokens, recipe=recipe, extrapolate_layers=extrapolate_layers,
                            observe=trace.observe)
+    if result.method != "simulated":
+        raise TraceError("the step was not simulated (a formula stood in for it): no per-op costs")
     prompt = batch_size * seq_len
     tokens = {Phase.PREFILL: prompt, Phase.FORWARD: prompt, Phase.DECODE: batch_size, Phase.TRAIN_FORWARD: prompt,
               Phase.BACKWARD: prompt, Phase.OPTIMIZER: prompt}
