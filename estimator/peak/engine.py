@@ -33,8 +33,10 @@ CUDA's choices: ``foreach`` AdamW, and SDPA modelled as the flash / memory-effic
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -50,7 +52,7 @@ from estimator.peak.layers import extrapolated
 from estimator.peak.materialize import materialize
 from estimator.peak.processors import Media
 from estimator.peak.steps import AFTER, StepPeak, simulate_step
-from estimator.peak.tracker import PeakSnapshot
+from estimator.peak.tracker import PeakSnapshot, StorageTracker
 from estimator.peak.training import LoraTargetsError, Recipe, prepare
 
 __all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
@@ -61,6 +63,8 @@ Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]
 Method = Literal["simulated", "formula"]
 Phases = dict[str, PeakSnapshot]  # phase of the step -> its peak and breakdown
+# a simulated model -> the hook entered around its step with the step's tracker (simulate_step's on_tracker)
+Observe = Callable[[nn.Module], Callable[[StorageTracker], contextlib.AbstractContextManager[Any]]]
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ def simulate_peak(
     extrapolate_layers: bool = True,
     recipe: Recipe | None = None,
     media: Media | None = None,
+    observe: Observe | None = None,
     _media_run: bool = False,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
@@ -125,13 +130,17 @@ def simulate_peak(
     and speech models): the images or audio in each prompt, made by the model's own processor
     (:mod:`estimator.peak.processors`); ``seq_len`` is then the text tokens beside them. Where the step
     with them cannot be simulated, the text-only step is, with a note (never a formula in its place).
+    ``observe(model)``, when given, is called with each model simulated (a layer sample, or the whole model)
+    and returns the ``on_tracker`` hook of its step (:func:`~estimator.peak.steps.simulate_step`): the per-op
+    cost counter of :mod:`estimator.speed.trace` follows the same pass so.
     """
     if media is not None and not _media_run:
         import copy
 
         spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
         kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-                                      max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe)
+                                      max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe,
+                                      observe=observe)
         result = simulate_peak(model, **kwargs, media=media, _media_run=True)
         if result.method == "simulated":
             return result
@@ -147,7 +156,8 @@ def simulate_peak(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
-    found = extrapolated(model, lambda m: _run(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)) \
+    found = extrapolated(model, lambda m: _run(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
+                                                 observe)) \
         if extrapolate_layers else None
     if found is not None:
         phases, notes, note = found
@@ -156,7 +166,8 @@ def simulate_peak(
                      "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
         return _result(phases, (*notes, *counted, note))
     try:
-        phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)
+        phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
+                                       observe)
         return _result(phases, (*notes, *counted), overhead)
     except LoraTargetsError:
         raise
@@ -264,6 +275,7 @@ def _decode_cache_note(phases: Phases, name: str) -> str:
 def _run(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int, recipe: Recipe, media: Media | None = None,
+    observe: Observe | None = None,
 ) -> tuple[Phases, tuple[str, ...], dict[str, int] | None]:
     """One full simulation by the engine (:func:`~estimator.peak.steps.simulate_step`): the peak
     of each phase of the step, notes and the CUDA allocator's overheads (``None`` on cpu); raises
@@ -290,7 +302,8 @@ def _run(
         # under vision_feature_layer=-2): its first step is run in full, so that the optimizer keeps no state for them.
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
                              optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None,
-                             full_first_step=media is not None or workload.full_first_step)
+                             full_first_step=media is not None or workload.full_first_step,
+                             on_tracker=None if observe is None else observe(model))
         return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), _allocator_overhead(step)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded

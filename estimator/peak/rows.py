@@ -34,7 +34,7 @@ from estimator.result import Row
 from estimator.source.limits import position_field
 
 if TYPE_CHECKING:
-    from estimator.peak.engine import PeakResult
+    from estimator.peak.engine import Observe, PeakResult
     from estimator.peak.processors import Media
     from estimator.peak.training import Recipe
 
@@ -176,10 +176,12 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
     return tuple(rows)
 
 
-def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec, dtype: DType) -> PeakResult:
+def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec, dtype: DType,
+                 observe: Observe | None = None) -> PeakResult:
     """The simulated step of one dtype row (``peak_rows`` for one row; the fit solver calls it
     again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the whole
-    model is simulated, so the caching allocator is replayed over every layer's allocations."""
+    model is simulated, so the caching allocator is replayed over every layer's allocations. ``observe``: see
+    :func:`~estimator.peak.engine.simulate_peak` (the per-op cost counter, :mod:`estimator.speed.trace`)."""
     from estimator.peak import simulate_peak
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
@@ -196,6 +198,7 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
             recipe=recipe,
             extrapolate_layers=not hardware.fits_a_gpu,  # the allocator's figures need the whole model
             media=media_request(resolved, work),
+            observe=observe,
         )
     note = kernel_note(used, _kernel(hardware))
     return result if note is None else replace(result, notes=(*result.notes, note))

@@ -235,13 +235,15 @@ def _training(
         # Step 2, tracked from here.
         tracker.reset_peak()
         since = tracker.clock
-        outputs = _forward_backward(model, workload, inputs, tracker, params, autocast)
+        outputs = _forward_backward(model, workload, inputs, tracker, params, autocast, counted=True)
         got = frozenset(id(p) for p in params if p.grad is not None)
         phases = {"forward_backward": tracker.snapshot()}
         tracker.reset_peak()
         between = tracker.clock
         tracker.new_component = Component.TEMPORARIES
+        tracker.phase = "optimizer"
         optimizer.step()
+        tracker.phase = None
         tracker.relabel(_state_tensors(optimizer), Component.OPTIMIZER_STATES)
         phases["optimizer_step"] = tracker.snapshot()
         end = tracker.clock + 1
@@ -255,19 +257,23 @@ def _training(
 
 def _forward_backward(
     model: nn.Module, workload: Workload, inputs: dict[str, torch.Tensor], tracker: StorageTracker,
-    params: Sequence[torch.Tensor], autocast: Any,
+    params: Sequence[torch.Tensor], autocast: Any, counted: bool = False,
 ) -> list[StorageRecord]:
-    """Forward, loss and backward; returns the records of what the model's forward returned."""
+    """Forward, loss and backward; returns the records of what the model's forward returned. ``counted``: the
+    tracker's phase says ``train_forward`` and ``backward`` meanwhile (the measured step)."""
     outputs: list[StorageRecord] = []
     hook = model.register_forward_hook(lambda _m, _i, out: outputs.extend(tracker.records_of(_tensors_in(out))))
     tracker.new_component = Component.ACTIVATIONS
+    tracker.phase = "train_forward" if counted else None
     try:
         with autocast():
             loss = workload.train_loss(model, inputs)
     finally:
         hook.remove()
     tracker.new_component = Component.TEMPORARIES
+    tracker.phase = "backward" if counted else None
     loss.backward()
+    tracker.phase = None
     del loss
     tracker.relabel((p.grad for p in params if p.grad is not None), Component.GRADIENTS)
     return outputs
@@ -285,8 +291,10 @@ def _inference(
             tracker.new_component = Component.INPUTS
             inputs = workload.make_inputs()
             tracker.new_component = Component.ACTIVATIONS
+            tracker.phase = "prefill" if generative else "forward"
             with autocast():
                 out = workload.infer(model, inputs)
+            tracker.phase = None
             label_cache(tracker, returned_cache(out))
             phases = {"prefill" if generative else "forward": tracker.snapshot()}
             if generative:  # what the prefill leaves: the cache generate decodes from
@@ -320,10 +328,12 @@ def _media_decode_step(
         tracker.reset_peak()
         label_cache(tracker, cache)
         tracker.new_component = Component.ACTIVATIONS
+        tracker.phase = "decode"
 
     with tracker, _workload_context(workload):
         tracker.new_component = Component.ACTIVATIONS
         step = decode(model, inputs, max_new_tokens, before_last)
+        tracker.phase = None
         label_cache(tracker, returned_cache(step))
         peak = tracker.snapshot()
         tracker.reset_peak()  # the window is now the instant the step returns
@@ -351,13 +361,16 @@ def _last_decode_step(
         if "position_ids" in kept:  # the model gets the last token's
             kept["position_ids"] = kept["position_ids"][:, -1:]
         tracker.new_component = Component.ACTIVATIONS
+        token = torch.zeros(b, 1, dtype=ids.dtype)  # the token the last step sampled (no kernel of this step)
+        tracker.phase = "decode"
         step = model(
-            input_ids=torch.zeros(b, 1, dtype=ids.dtype),
+            input_ids=token,
             **{cache_argument(model): cache},
             use_cache=True,
             **kept,
             **({"logits_to_keep": 1} if "logits_to_keep" in kwargs else {}),
         )
+        tracker.phase = None
         label_cache(tracker, returned_cache(step))
         peak = tracker.snapshot()
         tracker.reset_peak()  # the window is now the instant the step returns

@@ -105,6 +105,11 @@ class StorageTracker(TorchDispatchMode):
         self.peak_bytes = 0
         self._peak_clock = 0
         self.new_component = Component.TEMPORARIES
+        # The step's phase (``"prefill"``, ``"decode"``, ``"train_forward"``, ...; None between phases), set by
+        # :mod:`estimator.peak.steps`, and an observer of every op it sees: ``on_op(phase, func, args, kwargs, out)``
+        # (the per-op cost counter, :mod:`estimator.speed.trace`)
+        self.phase: str | None = None
+        self.on_op: Callable[[str | None, Any, tuple[Any, ...], dict[str, Any], Any], None] | None = None
 
     # -- registration -------------------------------------------------------------------------
     def register(self, tensor: torch.Tensor, component: Component) -> None:
@@ -171,6 +176,8 @@ class StorageTracker(TorchDispatchMode):
             self._resync(args[0])
         if scratch is not None and scratch.with_outputs:
             self._transient(scratch.with_outputs)
+        if self.on_op is not None:
+            self.on_op(self.phase, func, args, kwargs or {}, out)
         return out
 
     def _transient(self, nbytes: int) -> None:
