@@ -200,8 +200,10 @@ def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: boo
         rows = serving_rows(resolved, options.load, options.work, gpu)
     if rows is None and options.mode is not Mode.LOAD:
         from estimator.peak.rows import peak_rows
+        from estimator.speed.transformers_speed import row_speed
 
-        rows = peak_rows(resolved, options.load, options.work, options.hardware, options.parallel)
+        rows = peak_rows(resolved, options.load, options.work, options.hardware, options.parallel,
+                         speed=row_speed(options, resolved))  # rows[].speed with --gpu (docs/speed.md)
     if rows is None:
         from estimator.load import rows as loadrows
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from estimator.options import HardwareSpec, LoadSpec, ParallelSpec, WorkSpec
     from estimator.source.resolve import Resolved
+
+    # per dtype row: the per-op cost counter for its simulation, and what turns the counted costs into the row's
+    # speed answer and note (estimator.speed.transformers_speed.row_speed; this stage cannot import estimator.speed)
+    RowSpeed = Callable[[DType], tuple[Observe | None, Callable[[PeakResult], tuple[dict[str, Any] | None, str | None]]]]
 
 _SIMULATION_LOCK = threading.Lock()
 
@@ -138,9 +142,10 @@ def position_note(config: dict[str, Any], work: WorkSpec) -> str | None:
 
 
 def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec,
-              parallel: ParallelSpec | None = None) -> tuple[Row, ...]:
+              parallel: ParallelSpec | None = None, speed: RowSpeed | None = None) -> tuple[Row, ...]:
     """Rows with ``peak_bytes`` and ``components`` for ``work.mode`` (inference or training);
     per GPU when ``parallel`` names a strategy (:func:`estimator.parallel.simulate.simulate_parallel`).
+    ``speed``: each simulated row's speed answer, counted in the same simulation (``RowSpeed``).
 
     ``work``, ``hardware`` and ``parallel`` were checked by :func:`estimator.options.check_supported`.
     """
@@ -163,15 +168,18 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             model, recipe = _model_and_recipe(resolved, load, work, dtype)
             rows.append(_parallel_row(resolved, load_row, model, work, hardware, parallel, recipe))
             continue
-        result = simulate_row(resolved, load, work, hardware, dtype)
+        observe, answer = speed(dtype) if speed is not None else (None, None)
+        result = simulate_row(resolved, load, work, hardware, dtype, observe=observe)
+        speed_answer, speed_note = answer(result) if answer is not None else (None, None)
         rows.append(replace(
             load_row,
+            speed=speed_answer,
             peak_bytes=result.peak_bytes,
             components=dict(result.components),
             runtime_overhead=None if result.allocator_overhead is None else dict(result.allocator_overhead),
             outputs_kept_bytes=result.outputs_kept_bytes,
             method=result.method,
-            notes=(*load_row.notes, *result.notes, *((beyond,) if beyond else ())),
+            notes=(*load_row.notes, *result.notes, *((beyond,) if beyond else ()), *((speed_note,) if speed_note else ())),
         ))
     return tuple(rows)
 
