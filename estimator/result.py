@@ -51,6 +51,9 @@ class Row:
     # verdict follows llama.cpp's offload plan (estimator.fit.table); not part of the JSON
     gguf_plan: Any = field(default=None, compare=False, repr=False)
     speed: dict[str, Any] | None = None  # GGUF inference on a named GPU or Mac: llama.cpp's speed (estimator.speed.llamacpp.answer)
+    # transformers rows with --gpu naming known hardware: the traced per-op costs the speed came from (an
+    # estimator.speed.transformers_speed.RowCosts), so that every GPU's speed follows from them (estimator.fit.table); not JSON
+    speed_costs: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:

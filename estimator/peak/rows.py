@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
     # per dtype row: the per-op cost counter for its simulation, and what turns the counted costs into the row's
     # speed answer and note (estimator.speed.transformers_speed.row_speed; this stage cannot import estimator.speed)
-    RowSpeed = Callable[[DType], tuple[Observe | None, Callable[[PeakResult], tuple[dict[str, Any] | None, str | None]]]]
+    # (the answer, its note, and the costs kept on the row as Row.speed_costs)
+    RowSpeed = Callable[[DType], tuple[Observe | None, Callable[[PeakResult], tuple[dict[str, Any] | None, str | None, Any]]]]
 
 _SIMULATION_LOCK = threading.Lock()
 
@@ -170,10 +171,11 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             continue
         observe, answer = speed(dtype) if speed is not None else (None, None)
         result = simulate_row(resolved, load, work, hardware, dtype, observe=observe)
-        speed_answer, speed_note = answer(result) if answer is not None else (None, None)
+        speed_answer, speed_note, costs = answer(result) if answer is not None else (None, None, None)
         rows.append(replace(
             load_row,
             speed=speed_answer,
+            speed_costs=costs,
             peak_bytes=result.peak_bytes,
             components=dict(result.components),
             runtime_overhead=None if result.allocator_overhead is None else dict(result.allocator_overhead),

@@ -18,7 +18,7 @@ rarely binds, and it is applied the same way (eager PyTorch throughout).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from estimator.options import Device, DType, Mode
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from estimator.peak.rows import RowSpeed
     from estimator.source.resolve import Resolved
 
-__all__ = ["decode_at", "inference_answer", "kv_ops", "model_flops", "row_speed", "training_answer"]
+__all__ = ["RowCosts", "answer_on", "decode_at", "inference_answer", "kv_ops", "model_flops", "row_speed", "short_speed", "training_answer"]
 
 ENGINE = "transformers"
 _ATTENTION_BACKWARD_MATMULS = 5  # flop_counter's SDPA backward: the scores recomputed + 4 gradient matmuls
@@ -136,40 +136,48 @@ def inference_answer(costs: dict[Phase, PhaseCost], hardware: Hardware, *, batch
     return out, note
 
 
-def model_flops(costs: dict[Phase, PhaseCost], *, checkpoint_recompute: int = 0) -> int:
-    """A training step's model FLOPs: forward + backward as the model's math needs them, less what the hardware redoes
-    (a fused attention backward's recompute of the scores, one of flop_counter's 5 SDPA-backward matmuls; the
-    forward replayed under gradient checkpointing, ``checkpoint_recompute``). Equal to ``FlopCounterMode``'s count of
-    the real step with eager attention (``tests/test_speed_answers.py``)."""
+def model_flops(costs: dict[Phase, PhaseCost], *, checkpointed: bool = False, lora: bool = False) -> int | None:
+    """A training step's model FLOPs: forward + backward as the model's math needs them, less what the hardware redoes.
+
+    Without gradient checkpointing: the step's FLOPs less a fused attention backward's recompute of the scores (one
+    of flop_counter's 5 SDPA-backward matmuls, ``2 x b x h x s x s x d``; docs/speed_trace.md). With it, the backward
+    replays part of the forward (PyTorch's non-reentrant checkpoint stops replaying once the saved tensors are back,
+    so not all of it): full fine-tuning's model FLOPs are then 3 x the forward's (each matmul's backward is its
+    input and weight gradients, twice its forward; attention's too); with LoRA the frozen weights get no weight
+    gradient and the replay is not told apart: ``None``. Equal to ``FlopCounterMode``'s count of the real step with
+    eager attention and no checkpointing (``tests/test_speed_answers.py``)."""
+    if checkpointed:
+        return None if lora else 3 * costs[Phase.TRAIN_FORWARD].flops
     fused = sum(op.flops for op in costs[Phase.BACKWARD].ops if "attention" in op.name and "backward" in op.name)
     total = sum(c.flops for p, c in costs.items() if p in (Phase.TRAIN_FORWARD, Phase.BACKWARD, Phase.OPTIMIZER))
-    return total - fused // _ATTENTION_BACKWARD_MATMULS - checkpoint_recompute
+    return total - fused // _ATTENTION_BACKWARD_MATMULS
 
 
-def training_answer(costs: dict[Phase, PhaseCost], hardware: Hardware, *, tokens: int, checkpoint_recompute: int = 0,
-                    launch_hidden: bool = False) -> tuple[dict[str, Any], str]:
+def training_answer(costs: dict[Phase, PhaseCost], hardware: Hardware, *, tokens: int, checkpointed: bool = False,
+                    lora: bool = False, launch_hidden: bool = False) -> tuple[dict[str, Any], str]:
     """The speed answer of one training row: step time (forward + backward + optimizer step), tokens/s and model FLOPs
     utilisation (model FLOPs / step time / the achievable peak's data-sheet figure)."""
     times = {p: phase_time(costs[p], hardware, launch_hidden=launch_hidden)
              for p in (Phase.TRAIN_FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)}
     step = sum(t.seconds for t in times.values())
     flops = sum(costs[p].flops for p in times)
-    useful = model_flops(costs, checkpoint_recompute=checkpoint_recompute)
+    useful = model_flops(costs, checkpointed=checkpointed, lora=lora)
     forward = times[Phase.TRAIN_FORWARD]
     stated = hardware.peak_flops(_dtype_of(costs))
-    mfu = useful / step / stated if step > 0 else 0.0
+    mfu = useful / step / stated if step > 0 and useful is not None else None
     out = _common(hardware)
     out.update(step_tokens=tokens, step_s=round(step, 6), train_tokens_per_second=round(tokens / step, 1) if step else 0.0,
                step_forward_s=round(forward.seconds, 6), step_backward_s=round(times[Phase.BACKWARD].seconds, 6),
                step_optimizer_s=round(times[Phase.OPTIMIZER].seconds, 6),
-               step_flops=flops, model_flops_per_step=useful, model_flops_utilization=round(mfu, 4),
+               step_flops=flops, model_flops_per_step=useful, model_flops_utilization=None if mfu is None else round(mfu, 4),
                step_bytes=sum(costs[p].bytes_moved for p in times), step_kernels=sum(costs[p].kernels for p in times),
                bandwidth_bytes_s=forward.bandwidth_bytes_s, peak_flops=forward.peak_flops, stated_peak_flops=stated)
     note = (f"speed on {hardware.name} ({ENGINE}, roofline): a training step of {tokens:,} tokens {step * 1e3:,.2f} ms "
             f"(forward {forward.seconds * 1e3:,.2f}, backward {times[Phase.BACKWARD].seconds * 1e3:,.2f}, optimizer "
             f"{times[Phase.OPTIMIZER].seconds * 1e3:,.2f}), {tokens / step if step else 0:,.0f} tokens/s; {flops:,} FLOPs a step "
-            f"({useful:,} model FLOPs: MFU {mfu:.1%} of {stated / 1e12:,.1f} TFLOP/s stated), "
-            f"{out['step_bytes']:,} bytes moved; at {forward.bandwidth_bytes_s / 1e9:,.0f} GB/s and "
+            + (f"({useful:,} model FLOPs: MFU {mfu:.1%} of {stated / 1e12:,.1f} TFLOP/s stated), " if useful is not None and mfu is not None
+               else "(model FLOPs not told apart from gradient checkpointing's replay under LoRA: no MFU), ")
+            + f"{out['step_bytes']:,} bytes moved; at {forward.bandwidth_bytes_s / 1e9:,.0f} GB/s and "
             f"{forward.peak_flops / 1e12:,.1f} TFLOP/s achievable (docs/speed.md)")
     return out, note
 
@@ -182,19 +190,59 @@ def _dtype_of(costs: dict[Phase, PhaseCost]) -> str:
     return max(flops, key=lambda d: flops[d]) if any(flops.values()) else "float32"
 
 
-def _checkpoint_recompute(costs: dict[Phase, PhaseCost], resolved: Resolved, tokens: int) -> int:
-    """The forward FLOPs gradient checkpointing replays: transformers checkpoints each decoder layer, so the
-    forward's FLOPs less the output projection's (``2 x tokens x hidden x vocab``; the embedding is a lookup)."""
-    config = resolved.config
-    hidden, vocab = config.get("hidden_size"), config.get("vocab_size")
-    head = 2 * tokens * hidden * vocab if isinstance(hidden, int) and isinstance(vocab, int) else 0
-    return max(0, costs[Phase.TRAIN_FORWARD].flops - head)
+@dataclass(frozen=True)
+class RowCosts:
+    """What a row's speed is computed from, kept on the row (``Row.speed_costs``) so that any hardware's answer
+    follows without simulating again (:func:`answer_on`; the "fits on" table's speed column)."""
+
+    costs: dict[Phase, PhaseCost]
+    dtype: DType
+    mode: Mode
+    batch: int
+    prompt: int
+    new_tokens: int
+    checkpointed: bool = False
+    lora: bool = False
+
+
+def answer_on(row_costs: RowCosts, hardware: Hardware) -> tuple[dict[str, Any] | None, str]:
+    """The speed answer and note of a row's costs on ``hardware`` (``None`` and the reason where it states no peak
+    for the row's dtype)."""
+    why = _why_no_peak(hardware, row_costs.dtype)
+    if why is not None:
+        return None, f"no speed: {why}"
+    if row_costs.mode is Mode.TRAINING:
+        return training_answer(row_costs.costs, hardware, tokens=row_costs.batch * row_costs.prompt,
+                               checkpointed=row_costs.checkpointed, lora=row_costs.lora)
+    answer, note = inference_answer(row_costs.costs, hardware, batch=row_costs.batch, prompt=row_costs.prompt,
+                                    new_tokens=row_costs.new_tokens)
+    if Phase.DECODE not in row_costs.costs:
+        note += "; decode speed needs --max-new-tokens (1 or more): the decode step is then traced"
+    return answer, note
+
+
+def short_speed(answer: dict[str, Any]) -> str:
+    """A few words of a speed answer for a table cell or the summary line ("~42 tok/s decode, TTFT 0.12 s")."""
+    if "step_s" in answer:
+        mfu = answer["model_flops_utilization"]
+        return (f"~{answer['train_tokens_per_second']:,.0f} tok/s training, step {_seconds(answer['step_s'])}"
+                + ("" if mfu is None else f", MFU {mfu:.0%}"))
+    parts = []
+    if answer.get("decode_tokens_per_second"):
+        parts.append(f"~{answer['decode_tokens_per_second']:,.1f} tok/s decode")
+    if answer.get("time_to_first_token_s") is not None:
+        parts.append(f"TTFT {_seconds(answer['time_to_first_token_s'])}")
+    return ", ".join(parts)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value >= 0.1 else f"{value * 1e3:.1f} ms"
 
 
 def row_speed(options: Options, resolved: Resolved) -> RowSpeed | None:
     """For :func:`estimator.peak.rows.peak_rows`: per dtype row, the counter to pass to its simulation and what
-    turns the counted costs into the row's speed answer and note; ``None`` without ``--gpu`` naming known hardware
-    (``--gpu-memory`` alone has no bandwidth), or in other modes than inference and training."""
+    turns the counted costs into the row's speed answer, note and :class:`RowCosts`; ``None`` without ``--gpu``
+    naming known hardware (``--gpu-memory`` alone has no bandwidth), or in other modes than inference and training."""
     if options.hardware.gpu is None or options.mode not in (Mode.INFERENCE, Mode.TRAINING):
         return None
     hardware = find_hardware(options.hardware.gpu)
@@ -202,29 +250,25 @@ def row_speed(options: Options, resolved: Resolved) -> RowSpeed | None:
     device = "cpu" if options.hardware.device is Device.CPU else "cuda"
     layers = resolved.config.get("num_hidden_layers")
 
-    def for_row(dtype: DType) -> tuple[Observe | None, Callable[[PeakResult], tuple[dict[str, Any] | None, str | None]]]:
-        why = _why_no_peak(hardware, dtype)
-        if why is not None:
-            return None, lambda _result: (None, f"no speed: {why}")
+    def for_row(dtype: DType) -> tuple[Observe | None, Callable[[PeakResult], tuple[dict[str, Any] | None, str | None, Any]]]:
         trace = CostTrace(layers=layers if isinstance(layers, int) else None, device=device)
 
-        def finish(result: PeakResult) -> tuple[dict[str, Any] | None, str | None]:
+        def finish(result: PeakResult) -> tuple[dict[str, Any] | None, str | None, Any]:
             try:
                 if result.method != "simulated":
                     raise TraceError("the step was not simulated (a formula stood in for it)")
                 costs = trace.phase_costs(phase_tokens(work))
                 shape = work.shape
-                if work.mode is Mode.TRAINING:
-                    tokens = shape.batch_size * shape.text_len
-                    recompute = _checkpoint_recompute(costs, resolved, tokens) if work.training.gradient_checkpointing else 0
-                    return training_answer(costs, hardware, tokens=tokens, checkpoint_recompute=recompute)
-                answer, note = inference_answer(costs, hardware, batch=shape.batch_size, prompt=shape.text_len,
-                                                new_tokens=shape.max_new_tokens)
-                if Phase.DECODE not in costs:
-                    note += "; decode speed needs --max-new-tokens (1 or more): the decode step is then traced"
-                return answer, note
+                training = work.mode is Mode.TRAINING
+                lora = training and work.training.lora_rank is not None
+                # QLoRA (int4 rows with LoRA) always checkpoints (estimator.peak.rows.recipe_for)
+                checkpointed = training and (work.training.gradient_checkpointing or (lora and dtype is DType.INT4))
+                row_costs = RowCosts(costs, dtype, work.mode, shape.batch_size, shape.text_len, shape.max_new_tokens,
+                                     checkpointed, lora)
+                answer, note = answer_on(row_costs, hardware)
+                return answer, note, row_costs
             except (TraceError, KeyError, ValueError) as exc:
-                return None, f"no speed: {exc}"
+                return None, f"no speed: {exc}", None
 
         return trace.observe, finish
 
