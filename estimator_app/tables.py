@@ -142,8 +142,30 @@ def summary_html(estimate: Estimate, *, stale: bool = False) -> str:
         f'<p class="mme-setting" id="setting">{escape(setting_words(estimate))}</p>'
         f'<p class="mme-summary{" mme-summary-stale" if stale else ""}">{badge}<strong>{escape(estimate.model)}</strong>{revision}{arch}'
         f" · library {escape(estimate.library)} · source {escape(estimate.source)} · mode {escape(estimate.mode.value)}</p>"
+        + speed_html(estimate)
         + warnings_html(estimate)
     )
+
+
+def speed_words(estimate: Estimate) -> list[str]:
+    """Each row's verdict beside its speed (``rows[].speed``, with a GPU named; docs/speed.md):
+    ``"bfloat16: fits · ~102.4 tok/s decode, TTFT 113 ms on H100 80GB (roofline)"``."""
+    from estimator.speed.transformers_speed import short_speed
+
+    out = []
+    for row in estimate.rows:
+        if not row.speed:
+            continue
+        fits = (row.fit or {}).get("fits")
+        verdict = "fits · " if fits is True else "does not fit · " if fits is False else ""
+        out.append(f"{row.dtype}: {verdict}{short_speed(row.speed)} on {row.speed.get('hardware')} ({row.speed.get('label')})")
+    return out
+
+
+def speed_html(estimate: Estimate) -> str:
+    """:func:`speed_words` as a line under the summary (none without a speed answer)."""
+    words = speed_words(estimate)
+    return f'<p class="mme-speed" id="speed">{escape(" · ".join(words) if len(words) == 1 else "; ".join(words))}</p>' if words else ""
 
 
 def markdown_text(text: str) -> str:

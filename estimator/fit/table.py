@@ -41,10 +41,12 @@ def verdict(row: Row, mode: str, gpu: GPU) -> str:
 def fits_frame(estimate: Estimate, selected: str | None = None) -> pd.DataFrame:
     """One line per GPU (the ``selected`` one first): its name, a verdict per dtype row, and the
     memory its driver reports; with a row's fit answer (``Row.fit``) for the selected GPU, the
-    largest batch and context that fit."""
+    largest batch and context that fit; where rows carry their traced costs (a GPU named), each GPU's
+    speed from them (roofline, :func:`estimator.speed.transformers_speed.speed_cell`)."""
     import pandas as pd
 
     order = sorted(GPUS, key=lambda g: g.name != selected) if selected else list(GPUS)
+    speeds = any(row.speed_costs is not None for row in estimate.rows)  # transformers rows with --gpu (docs/speed.md)
     records = []
     for gpu in order:
         record: dict[str, str] = {"GPU": gpu.name + (" (selected)" if gpu.name == selected else "")}
@@ -56,10 +58,26 @@ def fits_frame(estimate: Estimate, selected: str | None = None) -> pd.DataFrame:
             if fit and fit.get("max_seq_len") is not None:
                 cell += f"; context up to {fit['max_seq_len']:,}"
             record[str(row.dtype)] = cell
+        if speeds:
+            record["Speed (roofline)"] = _speed_cell(estimate, gpu)
         record["Memory (driver)"] = format_bytes(gpu.total_bytes)
         record["Stated"] = gpu.stated
         records.append(record)
     return pd.DataFrame.from_records(records)
+
+
+def _speed_cell(estimate: Estimate, gpu: GPU) -> str:
+    """Each transformers row's speed on ``gpu`` from the per-op costs its simulation counted (no new simulation)."""
+    from estimator.errors import BadOptionError
+    from estimator.speed.hardware import find_hardware
+    from estimator.speed.transformers_speed import speed_cell
+
+    try:
+        hardware = find_hardware(gpu.name)
+    except BadOptionError:
+        return "unknown"
+    cells = [(str(row.dtype), speed_cell(row.speed_costs, hardware)) for row in estimate.rows if row.speed_costs is not None]
+    return "; ".join(cell if len(cells) == 1 else f"{dtype} {cell}" for dtype, cell in cells)
 
 
 def fits_caption(mode: str, allocator: bool = True, gpu_chosen: bool = False) -> str:

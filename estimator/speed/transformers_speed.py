@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from estimator.peak.rows import RowSpeed
     from estimator.source.resolve import Resolved
 
-__all__ = ["RowCosts", "answer_on", "decode_at", "inference_answer", "kv_ops", "model_flops", "row_speed", "short_speed", "training_answer"]
+__all__ = ["RowCosts", "answer_on", "decode_at", "inference_answer", "kv_ops", "model_flops", "row_speed", "short_speed", "speed_cell", "training_answer"]
 
 ENGINE = "transformers"
 _ATTENTION_BACKWARD_MATMULS = 5  # flop_counter's SDPA backward: the scores recomputed + 4 gradient matmuls
@@ -219,6 +219,26 @@ def answer_on(row_costs: RowCosts, hardware: Hardware) -> tuple[dict[str, Any] |
     if Phase.DECODE not in row_costs.costs:
         note += "; decode speed needs --max-new-tokens (1 or more): the decode step is then traced"
     return answer, note
+
+
+def speed_cell(row_costs: RowCosts, hardware: Hardware) -> str:
+    """A row's speed on ``hardware`` in a few words (:func:`short_speed` of :func:`answer_on`; the decode at the start
+    of the generation is left out), or why there is none."""
+    why = _why_no_peak(hardware, row_costs.dtype)
+    if why is not None:
+        return "no native bfloat16" if row_costs.dtype is DType.BFLOAT16 else "no peak stated"
+    if row_costs.mode is Mode.TRAINING:
+        answer, _ = answer_on(row_costs, hardware)
+        return "" if answer is None else short_speed(answer)
+    costs = {p: c for p, c in row_costs.costs.items() if p in (Phase.PREFILL, Phase.FORWARD)}
+    decode = row_costs.costs.get(Phase.DECODE)
+    parts = []
+    if decode is not None and row_costs.new_tokens >= 1:
+        parts.append(f"~{phase_time(decode, hardware, launch_hidden=False).tokens_per_second:,.1f} tok/s decode")
+    first = costs.get(Phase.PREFILL) or costs.get(Phase.FORWARD)
+    if first is not None:
+        parts.append(f"TTFT {_seconds(phase_time(first, hardware, launch_hidden=False).seconds)}")
+    return ", ".join(parts)
 
 
 def short_speed(answer: dict[str, Any]) -> str:
