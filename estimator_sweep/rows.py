@@ -56,7 +56,16 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("task", "string", False),
     ("seconds", "float64", False),
     ("computed_at", "timestamp", False),
+    # the row's speed answer with a GPU named (rows[].speed; docs/speed.md): appended, older parts read them as null
+    ("speed_label", "string", True),
+    ("time_to_first_token_s", "float64", True),
+    ("prefill_tokens_per_second", "float64", True),
+    ("decode_tokens_per_second", "float64", True),
+    ("train_tokens_per_second", "float64", True),
+    ("model_flops_utilization", "float64", True),
 )
+SPEED_COLUMNS = ("time_to_first_token_s", "prefill_tokens_per_second", "decode_tokens_per_second", "train_tokens_per_second",
+                 "model_flops_utilization")
 ERROR_KINDS = ("refused", "hub", "limit", "bug")
 TRANSIENT = ("hub", "limit")  # kinds a rerun recomputes
 
@@ -116,7 +125,14 @@ def _row_figures(row: Row, scenario: Scenario) -> dict[str, Any]:
     return {"dtype": str(row.dtype), "total_bytes": row.total_bytes, "largest_layer_bytes": row.largest_layer_bytes,
             "training_adam_bytes": row.training_adam_bytes, "peak_bytes": row.peak_bytes, "needed_bytes": fit.get("needed_bytes"),
             "gpu_memory_bytes": capacity, "fits": fits, "max_batch": fit.get("max_batch_size"), "max_seq": fit.get("max_seq_len"),
-            "method": row.method, "notes": "; ".join(row.notes)}
+            "method": row.method, "notes": "; ".join(row.notes), **_speed_figures(row.speed)}
+
+
+def _speed_figures(speed: dict[str, Any] | None) -> dict[str, Any]:
+    """The speed columns of a row (null where the answer has no such figure, or no answer)."""
+    speed = speed or {}
+    figures = {name: None if speed.get(name) is None else float(speed[name]) for name in SPEED_COLUMNS}
+    return {"speed_label": speed.get("label"), **figures}
 
 
 def estimate_rows(result: Estimate, *, reference: str, grid: Grid, scenario: Scenario, task: str, seconds: float) -> list[dict[str, Any]]:
@@ -143,7 +159,7 @@ def error_rows(message: str, kind: str, *, reference: str, model: str | None, re
     return [{"reference": reference, "model": name, "revision": revision, "source": source, "library": None, "architecture": None,
              **_scenario_columns(scenario), "dtype": dtype, "gpu_memory_bytes": None, "total_bytes": None, "largest_layer_bytes": None,
              "training_adam_bytes": None, "peak_bytes": None, "needed_bytes": None, "fits": None, "max_batch": None, "max_seq": None,
-             "method": None, "notes": "", "error": message, "error_kind": kind,
+             "method": None, "notes": "", "error": message, "error_kind": kind, **_speed_figures(None),
              "share_query": share_query(name, revision, grid, scenario, dtype, scenario.gpu), "estimator_version": estimator_version(),
              "task": task, "seconds": seconds, "computed_at": now}
             for dtype in dtypes]

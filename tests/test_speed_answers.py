@@ -175,3 +175,23 @@ def test_csv_has_the_speed_columns(model_dir: str) -> None:
     frame = result.to_dataframe()
     assert frame["speed_decode_tokens_per_second"][0] == result.rows[0].speed["decode_tokens_per_second"]
     assert frame["speed_label"][0] == "roofline"
+
+
+def test_sweep_rows_carry_the_speed_columns(model_dir: str) -> None:
+    """The sweep's dataset gets the speed answer's figures (appended columns, null where the answer has none)."""
+    from estimator_sweep.grid import Grid, Scenario
+    from estimator_sweep.rows import COLUMNS, error_rows, estimate_rows, schema
+
+    result = estimate(model_dir, mode="inference", dtypes=["bfloat16"], seq_len=16, max_new_tokens=2, gpu="L4")
+    grid, scenario = Grid(modes=("inference",), gpus=("L4",)), Scenario(mode="inference", seq_len=16, max_new_tokens=2, gpu="L4")
+    row = estimate_rows(result, reference=model_dir, grid=grid, scenario=scenario, task="t", seconds=1.0)[0]
+    speed = result.rows[0].speed
+    assert row["speed_label"] == "roofline"
+    assert row["decode_tokens_per_second"] == speed["decode_tokens_per_second"]
+    assert row["time_to_first_token_s"] == speed["time_to_first_token_s"]
+    assert row["train_tokens_per_second"] is None and row["model_flops_utilization"] is None
+    failed = error_rows("x", "bug", reference="r", model=None, revision=None, source=None, grid=grid, scenario=scenario,
+                        dtypes=("bfloat16",), task="t", seconds=0.0)[0]
+    assert set(failed) == set(row) == {name for name, _, _ in COLUMNS}
+    assert failed["decode_tokens_per_second"] is None
+    assert schema().field("decode_tokens_per_second").nullable
