@@ -20,9 +20,9 @@ from estimator_app.whatfits import USES, Query
 logger = logging.getLogger("estimator_app")
 INPUTS: tuple[str, ...] = whatfits.PARAMS  # the widgets, named and ordered as the tab's link parameters
 OUTPUTS: tuple[str, ...] = ("fits_status", "fits_table", "fits_query")
-DATATYPES: list[Any] = ["markdown", "number", "number", "number", "number", "number", "number", "str", "str", "str"]
+DATATYPES: list[Any] = ["markdown", "number", "number", "number", "number", "number", "number", "number", "str", "str", "str"]
 CHECKPOINTING = [("either", ""), ("without", "0"), ("with", "1")]  # gradient checkpointing (fine-tuning), as fits_checkpointing
-WIDTHS: list[str | int] = [240, 96, 96, 104, 96, 96, 96, 104, 128, 200]  # px: headers stay on one or two lines
+WIDTHS: list[str | int] = [240, 96, 96, 104, 96, 96, 96, 104, 104, 128, 200]  # px: headers stay on one or two lines
 USE_CHOICES = [(label, key) for key, label in USES.items()]
 PARAMS_JS = """(query) => {
   if (!query) { return ""; }

@@ -49,15 +49,17 @@ MEMORY_LABEL = "“Or its memory”"  # the tab's field, as its errors name it
 UNRUNNABLE = ("simulation failed", "is longer than the model's")
 SHOWN = 500  # rows the table shows at most (the count says how many fit)
 GiB = 1024**3
-COLUMNS = ("Model", "Needed GiB", "Free GiB", "Weights GiB", "Peak GiB", "Max batch", "Max seq", "Method", "Library", "Architecture")
+SPEED = "Tok/s (roofline)"  # decode (inference) or training tokens/s on the GPU swept, where the row was swept on the GPU asked
+COLUMNS = ("Model", "Needed GiB", "Free GiB", "Weights GiB", "Peak GiB", "Max batch", "Max seq", SPEED, "Method", "Library", "Architecture")
 # serving rows: vLLM's plan on the GPU swept (its KV cache and how many requests of max model length run at once)
 # (numbers where COLUMNS has numbers, so one table widget, its column types set once, shows either)
 SERVING_COLUMNS = ("Model", "KV cache tokens", "Requests at once", "Max model len", "Weights GiB", "Max seqs", "Max batched tokens",
-                   "vLLM starts", "Method", "Architecture")
+                   SPEED, "vLLM starts", "Method", "Architecture")
 _READ = ("model", "revision", "library", "architecture", "dtype", "mode", "batch_size", "seq_len", "max_new_tokens", "optimizer",
          "lora_rank", "gradient_checkpointing", "pure_16bit", "device", "gpu", "gpu_memory_bytes", "total_bytes", "peak_bytes",
          "needed_bytes", "fits", "max_batch", "max_seq", "method", "error", "share_query", "notes", "computed_at", "estimator_version",
-         "kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs", "max_num_batched_tokens")
+         "kv_cache_tokens", "max_concurrency", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+         "decode_tokens_per_second", "train_tokens_per_second")
 # vLLM's plan in a serving row's notes (a dataset without the plan's columns): "600,288 tokens; maximum concurrency for
 # 1,024 tokens per request: 586.22x" and "max_num_seqs 256"
 _KV_NOTE = re.compile(r"([\d,]+) tokens; maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x")
@@ -329,7 +331,7 @@ def answer(sweep: Sweep, query: Query, limit: int = SHOWN) -> Answer:
         n_unknown = int(chosen.loc[~known, "model"].nunique()) - int(chosen.loc[known, "model"].nunique())
         chosen = chosen[known]
         chosen = chosen.sort_values("_hopper", kind="stable").drop_duplicates(["model", "revision"])
-        chosen = chosen.assign(max_batch=pd.NA, max_seq=pd.NA)
+        chosen = chosen.assign(max_batch=pd.NA, max_seq=pd.NA, decode_tokens_per_second=pd.NA, train_tokens_per_second=pd.NA)  # another GPU's
         fits = chosen["needed_bytes"] <= total
     considered = int(chosen["model"].nunique())
     fit = chosen[fits.to_numpy(dtype=bool)]
@@ -390,6 +392,7 @@ def _serving_table(shown: pd.DataFrame) -> pd.DataFrame:
         "Weights GiB": (shown["total_bytes"].astype("Float64") / GiB).round(2),
         "Max seqs": pd.array([p[3] for p in plans], dtype="Int64"),
         "Max batched tokens": pd.array([p[4] for p in plans], dtype="Int64"),
+        SPEED: pd.array([None] * len(shown), dtype="Float64"),  # vLLM's throughput is not modelled yet (docs/speed.md)
         "vLLM starts": ["yes" if f is True else "no" if f is False else "" for f in shown["fits"].astype(object)],
         "Method": shown["method"].astype("string"),
         "Architecture": shown["architecture"].astype("string"),
@@ -407,10 +410,21 @@ def _table(shown: pd.DataFrame, total: int) -> pd.DataFrame:
         "Peak GiB": (shown["peak_bytes"].astype("Float64") / GiB).round(2),
         "Max batch": shown["max_batch"].astype("Int64"),
         "Max seq": shown["max_seq"].astype("Int64"),
+        SPEED: _speed(shown),
         "Method": shown["method"].astype("string"),
         "Library": shown["library"].astype("string"),
         "Architecture": shown["architecture"].astype("string"),
     }, columns=list(COLUMNS))
+
+
+def _speed(shown: pd.DataFrame) -> Any:
+    """Each row's tokens/s from the sweep (decode for inference, the training step's for fine-tuning), rounded to 0.1."""
+    import pandas as pd
+
+    train = pd.to_numeric(shown["train_tokens_per_second"], errors="coerce")
+    decode = pd.to_numeric(shown["decode_tokens_per_second"], errors="coerce")
+    training = shown["mode"].astype("string").eq("training").fillna(False).to_numpy(dtype=bool)
+    return pd.array(train.where(training, decode).round(1), dtype="Float64")
 
 
 def from_params(params: Mapping[str, str]) -> Query | None:

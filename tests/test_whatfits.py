@@ -237,3 +237,23 @@ def test_a_bad_size_is_worded_for_the_tab_not_the_command_line(sweep: whatfits.S
     with pytest.raises(ValueError) as caught:
         whatfits.answer(sweep, Query(memory="lots", use="load"))
     assert str(caught.value).startswith("“Or its memory” must be a size") and "--" not in str(caught.value)
+
+
+def test_the_speed_column_is_the_sweep_s_tokens_per_second_on_the_gpu_asked(tmp_path: Path) -> None:
+    """``Tok/s (roofline)``: the swept row's decode tokens/s (inference) or training tokens/s, only where the row was
+    swept on the GPU asked (another GPU's speed is not this one's); a dataset without the speed columns reads as empty."""
+    rows = [
+        _row("org/a", "inference", 2 * GiB, decode_tokens_per_second=41.23, train_tokens_per_second=None),
+        _row("org/b", "inference", 3 * GiB, decode_tokens_per_second=None, train_tokens_per_second=None),
+        _row("org/a", "training", 6 * GiB, decode_tokens_per_second=None, train_tokens_per_second=2967.04),
+    ]
+    path = tmp_path / "sweep.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    sweep = whatfits.load(str(path))
+    inference = whatfits.answer(sweep, Query(gpu="RTX 4090", use="inference", dtype="bfloat16"))
+    assert list(inference.table.columns) == list(whatfits.COLUMNS)
+    assert inference.table[whatfits.SPEED].tolist()[1] == 41.2 and pd.isna(inference.table[whatfits.SPEED].tolist()[0])
+    full = whatfits.answer(sweep, Query(gpu="RTX 4090", use="full", dtype="bfloat16"))
+    assert full.table[whatfits.SPEED].tolist() == [2967.0]
+    typed = whatfits.answer(sweep, Query(memory="24GiB", use="inference", dtype="bfloat16"))
+    assert typed.table[whatfits.SPEED].isna().all()
