@@ -14,7 +14,7 @@ from typing import Any
 
 from estimator.errors import BadReferenceError
 from estimator.fit.gpus import GPU_NAMES
-from estimator.options import Device, DType, Library, Mode, Offload, Optimizer, ServingQuantization, Strategy, VLLMVersion
+from estimator.options import DTYPE_ALIASES, Device, DType, Library, Mode, Offload, Optimizer, ServingQuantization, Strategy, VLLMVersion
 from estimator.source import hub
 from estimator.source.reference import ModelRef, is_path_like, parse_hub_reference
 from estimator_app.fields import short_label
@@ -155,7 +155,7 @@ def dtypes_text(value: str, notices: list[str]) -> tuple[str, ...]:
         if not part:
             continue
         try:
-            dtype = choice(part, DTYPES)
+            dtype = choice(DTYPE_ALIASES.get(part.strip().lower().replace("_", "-"), part), DTYPES)  # bf16, fp16, 4bit...
         except ValueError:
             notices.append(f"Ignored dtype {part[:40]!r} in 'dtypes' (expected any of {', '.join(DTYPES)}).")
             continue
