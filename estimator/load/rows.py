@@ -191,7 +191,7 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
         return None
     if not any(name.endswith(".safetensors") for name in resolved.files):
         return None
-    metadata = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout)
+    metadata = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout, files=resolved.files)
     if metadata is None:
         return None
     tensors = tensors_from_metadata(metadata)

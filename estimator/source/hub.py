@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")  # a commit sha: what the client's cache files answers under
 _TIMEOUTS = {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutError"}
 _UNREACHABLE = {"ConnectError", "NetworkError", "TransportError", "LocalEntryNotFoundError", "ConnectionError"}
 
@@ -157,13 +159,31 @@ def check_access(repo_id: str, *, revision: str | None, token: str | None, timeo
 
 
 def download_any_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
-    """A small JSON file of any shape (``modules.json`` is a list), downloaded through the Hub cache and parsed."""
-    from huggingface_hub import hf_hub_download
+    """A small JSON file of any shape (``modules.json`` is a list), parsed.
 
+    At a commit sha (what a resolved repo passes) that the client's cache holds, it is read from there
+    (``try_to_load_from_cache``, no request); otherwise it is one GET of its resolve URL through the client's public
+    session, with ``timeout`` — not ``hf_hub_download``, whose HEAD before the GET only files the answer in the cache
+    (the Hub requests of an answer: docs/benchmarks.md). Offline mode, or a branch name, goes through
+    ``hf_hub_download`` as before.
+    """
+    from huggingface_hub import constants, get_session, hf_hub_download, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+    text: bytes | str
     with hub_errors(repo_id, revision, token_given=token is not None, what=filename):
-        path = hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)
+        cached = try_to_load_from_cache(repo_id, filename, revision=revision) if revision and _COMMIT.match(revision) else None
+        if isinstance(cached, str):
+            text = Path(cached).read_bytes()
+        elif constants.HF_HUB_OFFLINE or not revision or not _COMMIT.match(revision):
+            text = Path(hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)).read_bytes()
+        else:
+            response = get_session().get(hf_hub_url(repo_id, filename, revision=revision), headers=build_hf_headers(token=token),
+                                         timeout=timeout, follow_redirects=True)
+            hf_raise_for_status(response)
+            text = response.content
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MalformedConfigError(f"{filename} of {repo_id} is not valid JSON ({exc}).", model_id=repo_id, revision=revision) from None
 
@@ -176,13 +196,22 @@ def download_json(repo_id: str, filename: str, *, revision: str | None, token: s
     return data
 
 
-def safetensors_metadata(repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> SafetensorsRepoMetadata | None:
-    """Per-tensor shapes and dtypes from the repo's safetensors headers (HTTP Range reads), or None."""
+def safetensors_metadata(
+    repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S, files: tuple[str, ...] = (),
+) -> SafetensorsRepoMetadata | None:
+    """Per-tensor shapes and dtypes from the repo's safetensors headers (HTTP Range reads), or None.
+
+    ``files``: the repo's file list from its ``model_info``, when the caller has it. Then the requests are only those
+    the answer needs: ``model.safetensors``'s header, or the index (:func:`download_any_json`) and each shard's header
+    (``HfApi.parse_safetensors_file_metadata``, in parallel), gathered in file-name order so the result is the same
+    every run. Without it, ``get_safetensors_metadata`` (which first HEADs both names to find which exists)."""
     from huggingface_hub import get_safetensors_metadata
     from huggingface_hub.errors import NotASafetensorsRepoError, SafetensorsParsingError
 
     try:
         with hub_errors(repo_id, revision, token_given=token is not None, what="safetensors weights"):
+            if files:
+                return _listed_safetensors(repo_id, revision=revision, token=token, timeout=timeout, files=files)
             return get_safetensors_metadata(repo_id, revision=revision, token=token, timeout=timeout)
     except (NotASafetensorsRepoError, SafetensorsParsingError, NoConfigError) as exc:
         logger.info("no usable safetensors headers for %s: %s", repo_id, type(exc).__name__)
@@ -191,6 +220,35 @@ def safetensors_metadata(repo_id: str, *, revision: str | None, token: str | Non
         raise
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:  # the client's parser on a malformed header
         raise MalformedConfigError(f"The safetensors headers of {repo_id} are malformed ({type(exc).__name__}: {exc}).", model_id=repo_id, revision=revision) from None
+
+
+def _listed_safetensors(repo_id: str, *, revision: str | None, token: str | None, timeout: float, files: tuple[str, ...]) -> SafetensorsRepoMetadata | None:
+    """``get_safetensors_metadata``'s answer for a repo whose file list is known, without its existence probes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.utils import SafetensorsRepoMetadata
+
+    api = HfApi()
+    if constants.SAFETENSORS_SINGLE_FILE in files:
+        single = api.parse_safetensors_file_metadata(repo_id, constants.SAFETENSORS_SINGLE_FILE, revision=revision, token=token, timeout=timeout)
+        return SafetensorsRepoMetadata(metadata=None, sharded=False, weight_map=dict.fromkeys(single.tensors, constants.SAFETENSORS_SINGLE_FILE),
+                                       files_metadata={constants.SAFETENSORS_SINGLE_FILE: single})
+    if constants.SAFETENSORS_INDEX_FILE not in files:
+        return None
+    index = download_any_json(repo_id, constants.SAFETENSORS_INDEX_FILE, revision=revision, token=token, timeout=timeout)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        raise MalformedConfigError(f"{constants.SAFETENSORS_INDEX_FILE} of {repo_id} has no weight_map.", model_id=repo_id, revision=revision)
+    shards = sorted(set(map(str, weight_map.values())))
+
+    def parse(filename: str) -> Any:
+        return api.parse_safetensors_file_metadata(repo_id, filename, revision=revision, token=token, timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(shards)))) as pool:
+        parsed = list(pool.map(parse, shards))
+    return SafetensorsRepoMetadata(metadata=index.get("metadata"), sharded=True, weight_map=weight_map,
+                                   files_metadata=dict(zip(shards, parsed, strict=True)))
 
 
 def file_sizes(repo_id: str, paths: list[str], *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, int]:
