@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from estimator.cache import LRUCache
 from estimator.errors import HubError, Option, UnsupportedError
-from estimator.load import gguf
 from estimator.options import DType, Library, Mode, Options, parse_options, seconds
 from estimator.result import Estimate, Row
 from estimator.source import hub
@@ -89,6 +88,8 @@ def estimate(
     else:
         ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
     if ref.path is not None and is_gguf_path(ref.path):  # a local .gguf file, or a folder of them: llama.cpp's rows
+        from estimator.load import gguf  # llama.cpp's accounting, imported only for GGUF files
+
         result = gguf.local_gguf_estimate(ref.path, options=options, capacity_bytes=gpu_capacity(options), speed=gguf_speed(options))
         return _with_gguf_fit(result, options)
     if ref.path is not None:
@@ -115,7 +116,9 @@ def estimate(
         logger.debug("cache hit for %s@%s", ref.repo_id, info.sha)
         return cached
     files = tuple(s.rfilename for s in (info.siblings or []))
-    if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
+    if options.load.library is Library.AUTO and _gguf_only(files):
+        from estimator.load import gguf  # llama.cpp's accounting, imported only for GGUF repos
+
         result = gguf.gguf_estimate(info, options=options, token=token, timeout=timeout, capacity_bytes=gpu_capacity(options),
                                     speed=gguf_speed(options))
         result = _with_gguf_fit(result, options)
@@ -128,6 +131,12 @@ def estimate(
     if info.sha:
         _CACHE.put(key, result)
     return result
+
+
+def _gguf_only(files: tuple[str, ...]) -> bool:
+    """``estimator.load.gguf.is_gguf_only``'s rule (GGUF files and no config.json), here so that other answers do not
+    import llama.cpp's accounting."""
+    return "config.json" not in files and any(name.lower().endswith(".gguf") for name in files)
 
 
 def gpu_capacity(options: Options) -> int | None:
@@ -244,6 +253,8 @@ def gguf_speed(options: Options) -> Any:
 
 def target_gpu(options: Options) -> GPU | None:
     """The GPU of ``--gpu`` (by name) or ``--gpu-memory`` (a capacity), or ``None``."""
+    if options.hardware.gpu is None and options.hardware.gpu_memory is None:
+        return None  # without a GPU the list is not read (a load answer's start-up: docs/benchmarks.md)
     from estimator.fit.gpus import custom_gpu, find_gpu
 
     if options.hardware.gpu is not None:

@@ -21,6 +21,19 @@ Method = Literal["exact", "stored", "simulated", "formula"]
 Source = Literal["hub", "local", "catalog", "module"]
 
 
+def accelerate_training(float32_bytes: int, dtype: DType) -> int | None:
+    """accelerate 1.15's "Training using Adam" for a model of ``float32_bytes`` in ``dtype``: the largest of its
+    ``estimate_training_usage`` parts (``accelerate/commands/estimate.py``): float32 4x (model, gradients, two Adam
+    states, each float32), float16/bfloat16 2x (its optimizer states: two float32 copies); None for the others (its N/A).
+    Unlike ``training_adam_bytes`` it is one figure of the float32 size whatever the row keeps (no 16-bit weights and
+    gradients beside the float32 master weights); tests/test_cli_words.py checks it against accelerate's own function."""
+    if dtype is DType.FLOAT32:
+        return 4 * float32_bytes
+    if dtype in (DType.FLOAT16, DType.BFLOAT16):
+        return 2 * float32_bytes
+    return None
+
+
 @dataclass(frozen=True)
 class Row:
     """One dtype's figures. ``None`` means "could not be computed"; ``notes`` says why.
@@ -51,6 +64,8 @@ class Row:
     # verdict follows llama.cpp's offload plan (estimator.fit.table); not part of the JSON
     gguf_plan: Any = field(default=None, compare=False, repr=False)
     speed: dict[str, Any] | None = None  # GGUF inference on a named GPU or Mac: llama.cpp's speed (estimator.speed.llamacpp.answer)
+    # the model's bytes loaded in float32 where the row's producer knows them (accelerate's basis), else None
+    float32_bytes: int | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
@@ -58,12 +73,24 @@ class Row:
         if self.peak_bytes is not None and self.components and sum(self.components.values()) != self.peak_bytes:
             raise ValueError(f"components of the {self.dtype} row do not add up to peak_bytes")
 
+    @property
+    def accelerate_training_bytes(self) -> int | None:
+        """``accelerate estimate-memory``'s "Training using Adam" figure for this row's bytes, for those comparing:
+        :func:`accelerate_training` of the model's float32 bytes, from which accelerate derives every row (a float32
+        row's total; a float16 or bfloat16 row's ``float32_bytes``, where its producer gives them). ``None`` where
+        accelerate prints N/A (int8, int4) or has no such row (float8, GGUF files), or the float32 bytes are not known."""
+        basis = self.total_bytes if self.dtype is DType.FLOAT32 else self.float32_bytes
+        if basis is None or self.dtype not in (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16):
+            return None
+        return accelerate_training(basis, DType(self.dtype))
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             "dtype": str(self.dtype),
             "total_bytes": self.total_bytes,
             "largest_layer_bytes": self.largest_layer_bytes,
             "training_adam_bytes": self.training_adam_bytes,
+            "accelerate_training_bytes": self.accelerate_training_bytes,
             "peak_bytes": self.peak_bytes,
             "components": dict(self.components),
             "runtime_overhead": None if self.runtime_overhead is None else dict(self.runtime_overhead),
@@ -130,6 +157,7 @@ class Estimate:
                 "largest_layer_bytes": row.largest_layer_bytes,
                 "total_bytes": row.total_bytes,
                 "training_adam_bytes": row.training_adam_bytes,
+                "accelerate_training_bytes": row.accelerate_training_bytes,
                 "peak_bytes": row.peak_bytes,
             }
             if row.cpu_bytes is not None:

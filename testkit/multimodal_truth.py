@@ -45,7 +45,9 @@ def _cases() -> dict[str, Any]:
     return {**all_cases(), **VIDEO_CASES}
 
 
-def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
+def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None, autocast: torch.dtype | None = None) -> dict[str, Any]:
+    """``autocast``: training in mixed precision, the float32 model's forward and loss under ``torch.autocast("cpu", autocast)``
+    (what a bfloat16 row's training step is, ``Trainer(bf16=True)``)."""
     from estimator.peak.audio import audio_inputs
     from estimator.peak.processors import media_inputs
     from testkit.audio_encoder_truth import ENCODER_CASES, measure_forward
@@ -71,7 +73,8 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
         model = case.build_on("cpu")
         inputs = {**{k: v.clone() for k, v in made.tensors.items()}, **_plain(model, made)}
         with record_function(_WORK):
-            train_or_infer(model, inputs, mode, _loss, lambda m, i: _generate(m, i, case.max_new_tokens))
+            train_or_infer(model, inputs, mode, _loss if autocast is None else _autocast_loss(autocast),
+                           lambda m, i: _generate(m, i, case.max_new_tokens))
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
 
@@ -89,6 +92,14 @@ def _loss(model: Any, inputs: dict[str, Any]) -> Any:
     return model(**({"labels": inputs["input_ids"]} if "labels" not in inputs else {}), **inputs).loss
 
 
+def _autocast_loss(dtype: torch.dtype) -> Callable[[Any, dict[str, Any]], Any]:
+    def loss(model: Any, inputs: dict[str, Any]) -> Any:
+        with torch.autocast("cpu", dtype=dtype):
+            return _loss(model, inputs)
+
+    return loss
+
+
 def _generate(model: Any, inputs: dict[str, Any], n: int) -> Any:
     """``generate`` of exactly ``n`` new tokens on the prompt (the inputs less any labels)."""
     prompt = {k: v for k, v in inputs.items() if k != "labels"}
@@ -101,15 +112,17 @@ def _generate(model: Any, inputs: dict[str, Any], n: int) -> Any:
     return out
 
 
-def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
+def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None, autocast: torch.dtype | None = None) -> dict[str, Any]:
     from estimator.peak import simulate_peak
+    from estimator.peak.training import Recipe
     from testkit.audio_encoder_truth import ENCODER_CASES
 
     case = {**_cases(), **ENCODER_CASES}[case_name]
     protein = bool(getattr(case, "extra", {}).get("protein"))  # the estimator's seq_len is the protein's residues and the text's words
     r = simulate_peak(case.build_on("meta"), mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
                       seq_len=images if protein else case.seq_len, max_new_tokens=case.max_new_tokens if mode == "inference" else 0,
-                      media=None if protein else _media(case, images, audio_seconds))
+                      media=None if protein else _media(case, images, audio_seconds),
+                      **({} if autocast is None else {"recipe": Recipe(autocast_dtype=autocast)}))
     return {"peak_bytes": r.peak_bytes, "components": r.components, "method": r.method, "notes": list(r.notes)}
 
 

@@ -93,6 +93,8 @@ def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None
             training_adam_bytes=training_adam_bytes(weights, mixed_precision=dtype.is_16bit),
             method="exact",
             notes=notes + ((fused_note,) if fused_note else ()),
+            # accelerate's basis: the same model in float32 (its 16-bit parameters at 4 bytes)
+            float32_bytes=weights.total_bytes + fused * (2 if dtype.is_16bit else 1) + 2 * weights.low_precision_parameters,
         ))
     return tuple(rows)
 
@@ -189,7 +191,7 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
         return None
     if not any(name.endswith(".safetensors") for name in resolved.files):
         return None
-    metadata = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout)
+    metadata = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout, files=resolved.files)
     if metadata is None:
         return None
     tensors = tensors_from_metadata(metadata)
@@ -230,6 +232,7 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
             training_adam_bytes=training,
             method="stored",
             notes=tuple(row_notes),
+            float32_bytes=stored_bytes(tensors, DType.FLOAT32).total_bytes,
         ))
     return tuple(rows)
 

@@ -18,7 +18,7 @@ tiny Whisper's ``generate``. The backward (``cpu_flash_attention_backward``), wi
 allocates after its gradients (zeros) one buffer per thread for the block's attention and its gradient::
 
     buf = at::empty({num_thread, 2 * qSplitSize * kvSplitSize}, accumulate_dtype)
-    buf_reduced = at::empty({num_thread, is_reduced_type ? qSplitSize * kvSplitSize : 0})
+    buf_reduced = at::empty({num_thread, is_reduced_type ? 2 * qSplitSize * kvSplitSize : 0})  # attn, grad_attn
 
 (a tiny AST's 302 positions, 2 threads: 309,248 bytes, measured as one allocation inside
 ``_scaled_dot_product_flash_attention_for_cpu_backward``).
@@ -62,7 +62,7 @@ def flash_attention_scratch(args: tuple[Any, ...]) -> KernelScratch:
     accumulate = 4 if reduced or query.dtype == torch.float32 else query.element_size()
     per_thread = q_split * kv_split + 2 * q_split + q_split * head_v
     buf = threads * per_thread * accumulate
-    buf_reduced = threads * q_split * kv_split * query.element_size() if reduced else 0
+    buf_reduced = threads * 2 * q_split * kv_split * query.element_size() if reduced else 0  # attn and grad_attn, reduced
     return KernelScratch(with_outputs=buf + buf_reduced)
 
 
@@ -75,7 +75,7 @@ def flash_attention_backward_scratch(args: tuple[Any, ...]) -> KernelScratch:
     reduced = query.dtype in (torch.float16, torch.bfloat16)
     accumulate = 4 if reduced or query.dtype == torch.float32 else query.element_size()
     buf = threads * 2 * q_split * kv_split * accumulate
-    buf_reduced = threads * q_split * kv_split * query.element_size() if reduced else 0
+    buf_reduced = threads * 2 * q_split * kv_split * query.element_size() if reduced else 0  # attn and grad_attn, reduced
     return KernelScratch(with_outputs=buf + buf_reduced)
 
 

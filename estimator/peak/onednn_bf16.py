@@ -121,9 +121,9 @@ def bf16_weight_grad_scratchpad(
         acc = (_round_up(oc, 16) * _round_up(ic, 16) + (_round_up(oc, 16) if with_bias else 0)) * nthr_mb * 4
         return acc + _SCRATCHPAD_ALIGN + (_BARRIER if nthr_mb > 1 else 0)
     ones = [1] * (3 - nd)
-    idd, ih, iw = ones + ins if nd == 2 else ins
-    od, oh, ow = ones + outs if nd == 2 else outs
-    kd, kh, kw = ones + ks if nd == 2 else ks
+    idd, ih, iw = ones + ins  # 1-D (Whisper's conv1/conv2) and 2-D as oneDNN sees them: 3-D with unit depth/height
+    od, oh, ow = ones + outs
+    kd, kh, kw = ones + ks
     t_pad, l_pad = (0, *padding)[-2], padding[-1]
     stride_h, stride_w = (1, *stride)[-2], stride[-1]
     dil_h, dil_w = (1, *dilation)[-2], dilation[-1]
