@@ -131,3 +131,37 @@ def test_gpu_options_refused_clearly() -> None:
         estimate("gpt2", gpu="L4", device="cpu", mode="inference")
     with pytest.raises(BadOptionError, match="not a GPU we know"):
         estimate("gpt2", gpu="Voodoo 5")
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_the_guided_search_gives_the_exhaustive_search_s_boundaries(mode: str, tmp_path: Path) -> None:
+    """The fit search starts from a guess and simulates a handful of shapes; an exhaustive scan simulates
+    every batch size (every step of sequence length) from the smallest up to the first that does not fit.
+    Both must name the same largest batch and longest sequence, with the same bytes at the boundary."""
+    (tmp_path / "config.json").write_text(json.dumps(MODELS["llama"]))
+    shape = {"batch_size": 2, "seq_len": 64}
+    base = estimate(str(tmp_path), mode=mode, dtypes="float32", **shape).rows[0]  # type: ignore[arg-type]
+    assert base.peak_bytes is not None
+    memory = f"{(base.peak_bytes * 3 + runtime.CUDA_CONTEXT_BYTES + 64 * MiB) // MiB}MiB"
+    capacity = parse_memory(memory)
+    fit = estimate(str(tmp_path), mode=mode, dtypes="float32", gpu_memory=memory, **shape).rows[0].fit  # type: ignore[arg-type]
+    assert fit is not None
+
+    def scan(knob: str, values: range) -> tuple[int | None, int | None, int]:
+        """The last value that fits before the first that does not, the bytes there, and the simulations."""
+        last, at_last, count = None, None, 0
+        for value in values:
+            count += 1
+            needed = _needed(tmp_path, mode, memory, **{**shape, knob: value})
+            if needed > capacity:
+                return last, at_last, count
+            last, at_last = value, needed
+        return last, at_last, count
+
+    best, at_best, scanned = scan("batch_size", range(1, 200))
+    assert (fit["max_batch_size"], fit["batch_boundary"]["needed_at_max"]) == (best, at_best)
+    assert fit["batch_boundary"]["simulations"] < scanned
+    limit = MODELS["llama"]["max_position_embeddings"]
+    longest, at_longest, scanned = scan("seq_len", range(SEQ_STEP, limit + 1, SEQ_STEP))
+    assert (fit["max_seq_len"], fit["seq_boundary"]["needed_at_max"]) == (longest, at_longest)
+    assert fit["seq_boundary"]["simulations"] < scanned
