@@ -86,6 +86,24 @@ def test_the_solver_finds_the_boundary_of_monotone_functions() -> None:
             assert found.value == limit or needed(found.value + 1) > capacity
 
 
+def test_any_guess_gives_the_exhaustive_scan_s_boundary() -> None:
+    """Right, one off, far off or past the limit: the search from a guess names the value an exhaustive scan does."""
+    rng = random.Random(11)
+    for _ in range(300):
+        a, b, c = rng.randint(10**6, 10**10), rng.randint(10**3, 10**8), rng.choice([0, rng.randint(0, 10**4)])
+        step = rng.choice([1, 512, 2**21])
+
+        def needed(x: int, a: int = a, b: int = b, c: int = c, step: int = step) -> tuple[int, int]:
+            return -(-(a + b * x + c * x * x) // step) * step, a + b * x + c * x * x
+
+        capacity, limit = rng.randint(10**6, 2 * 10**10), rng.choice([64, 1024])
+        scan = next((x - 1 for x in range(1, limit + 1) if needed(x)[0] > capacity), limit) or None
+        known = {1: needed(1)} if rng.random() < 0.5 else {}
+        for guess in (scan or 1, (scan or 1) + 1, rng.randint(1, 3 * limit)):
+            found = largest_fitting(needed, capacity, limit=limit, known=known, guess=guess)
+            assert found.value == scan, (a, b, c, step, capacity, limit, guess)
+
+
 def _needed(folder: Path, mode: str, gpu_memory: str, **shape: int) -> int:
     """Peak plus runtime overhead of a fresh estimate at ``shape``, added up here."""
     row = estimate(str(folder), mode=mode, dtypes="float32", **shape).rows[0]  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ overhead found there. Batch and (with fused attention) sequence move the peak af
 program, so the guess and its neighbour, both simulated, usually bracket the boundary: two
 simulations per knob where a blind start took three to six. Where the guess misses (the allocator's
 segments, eager attention's quadratic term, a peak that moves to another phase) the search goes on
-from the values simulated; the answer is the same either way (:mod:`estimator.fit.solver`).
+from the values simulated, to a boundary verified the same way (:mod:`estimator.fit.solver`).
 """
 
 from __future__ import annotations
