@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cuda", help="cuda or cpu (default: cuda)")
     parser.add_argument("--attn-implementation", default=None, help="attention kernel of the simulated step: eager, sdpa, "
                         "flash_attention_2 (CUDA, 16-bit) or flex_attention (default: transformers' default for the model)")
+    parser.add_argument("--cpu-threads", default=None, help="--device cpu: threads of the run simulated (default: this machine's torch threads)")
     parser.add_argument("--optimizer", default="adamw", help="adamw, sgd, adafactor, adamw8bit (default: adamw)")
     parser.add_argument("--pure-16bit", action="store_true", help="training: keep 16-bit rows entirely in 16 bits")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="training: recompute activations")
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output_format = OutputFormat.parse(args.format, option="format")
         result = estimate(
             args.model, library=args.library, dtypes=args.dtypes, mode=args.mode, batch_size=args.batch_size,
-            seq_len=args.seq_len, image_size=args.image_size, max_new_tokens=args.max_new_tokens, device=args.device,
+            seq_len=args.seq_len, image_size=args.image_size, max_new_tokens=args.max_new_tokens, device=args.device, cpu_threads=args.cpu_threads,
             images=args.images, video_frames=args.video_frames, audio_seconds=args.audio_seconds,
             optimizer=args.optimizer, pure_16bit=args.pure_16bit, gradient_checkpointing=args.gradient_checkpointing,
             lora_rank=args.lora_rank, lora_targets=args.lora_targets, gpu=args.gpu, gpu_memory=args.gpu_memory, revision=args.revision,

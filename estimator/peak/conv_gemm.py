@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from estimator.peak.cpu_isa import block_size
+from estimator.peak.cpu_isa import block_size, cpu_threads
 
 __all__ = ["wide_patch_weight_grad_scratch"]
 
@@ -48,7 +48,7 @@ def wide_patch_weight_grad_scratch(args: tuple[Any, ...]) -> int:
     if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
         return 0
     positions = int(grad_out.shape[2]) * int(grad_out.shape[3])
-    threads = torch.get_num_threads()
+    threads = cpu_threads()
     workers = threads if positions / threads < _ALL_THREADS_BELOW and x.shape[0] > 1 else 1
     columns = int(w.shape[1]) * int(w.shape[2]) * int(w.shape[3]) * positions * 4
     return workers * (4 * w.numel() * 4 + columns) + _SLACK

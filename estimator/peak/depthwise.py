@@ -82,7 +82,7 @@ def depthwise_backward_scratch(args: Sequence[Any], outputs: Any = None) -> int:
     kh, kw = w.shape[2], w.shape[3]
     if kh * kw == 1 or _jit_dw_weights(x, kh, kw, list(stride), list(padding), list(dilation), grad_out):
         return 0
-    from estimator.peak.cpu_isa import block_size
+    from estimator.peak.cpu_isa import block_size, cpu_threads
 
     block = block_size()
     ocg = oc // groups
@@ -90,7 +90,7 @@ def depthwise_backward_scratch(args: Sequence[Any], outputs: Any = None) -> int:
     elt = x.element_size()
     weight = w.numel() * elt
     bias = oc * elt if len(mask) > 2 and mask[2] else 0
-    threads = torch.get_num_threads()
+    threads = cpu_threads()
     if x.dtype == torch.float32:
         if block == 16 or all(s >= k for s, k in zip(x.shape[2:], (kh, kw), strict=True)):
             buffer = groups * _round_up(ocg, block) * block * taps * 4

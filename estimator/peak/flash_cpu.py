@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from estimator.peak.cpu_isa import cpu_threads
 from estimator.peak.tracker import KernelScratch
 
 __all__ = ["FLASH_CPU", "FLASH_CPU_BACKWARD", "SAFE_SOFTMAX", "flash_attention_backward_scratch", "flash_attention_scratch",
@@ -57,7 +58,7 @@ def flash_attention_scratch(args: tuple[Any, ...]) -> KernelScratch:
     q_len, kv_len, head_v = query.shape[2], key.shape[2], value.shape[3]
     q_split = min(_q_split(q_len), q_len)
     kv_split = min(_KV_SPLIT, kv_len)
-    threads = torch.get_num_threads()
+    threads = cpu_threads()
     reduced = query.dtype in (torch.float16, torch.bfloat16)
     accumulate = 4 if reduced or query.dtype == torch.float32 else query.element_size()
     per_thread = q_split * kv_split + 2 * q_split + q_split * head_v
@@ -71,7 +72,7 @@ def flash_attention_backward_scratch(args: tuple[Any, ...]) -> KernelScratch:
     query, key = args[1], args[2]
     q_split = min(_q_split(query.shape[2]), query.shape[2])
     kv_split = min(_KV_SPLIT, key.shape[2])
-    threads = torch.get_num_threads()
+    threads = cpu_threads()
     reduced = query.dtype in (torch.float16, torch.bfloat16)
     accumulate = 4 if reduced or query.dtype == torch.float32 else query.element_size()
     buf = threads * 2 * q_split * kv_split * accumulate

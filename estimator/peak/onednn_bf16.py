@@ -21,7 +21,7 @@ events on torch 2.14 (x86-64, AVX-512), as the rest of that model.
   ``checksize``/``mkldnn_gemm``) PyTorch hands ``mm``/``addmm``/``bmm``/``baddbmm`` to oneDNN, which
   computes into a float32 accumulator in its scratchpad and converts it into the bfloat16 result
   (:func:`bf16_matmul_accumulator`, oneDNN's ``gemm_based::get_scratchpad_num_elements``): the
-  ``batch*M*N`` outputs split over ``torch.get_num_threads()`` threads, each thread's block at most one
+  ``batch*M*N`` outputs split over ``cpu_threads()`` threads, each thread's block at most one
   ``M*N`` matrix and rounded down to whole rows (up to 64 floats), at least one thread's worth, plus
   128 bytes, held while the result exists. Exact (to the byte) on 32 shapes with 1 and 2 threads
   (M, N, K multiples of 16 and not, transposed operands, batches 7-64), e.g. 260x64 @ 64x128 (HF
@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from estimator.peak.cpu_isa import block_size
+from estimator.peak.cpu_isa import block_size, cpu_threads
 
 __all__ = ["bf16_matmul_accumulator", "bf16_weight_grad_scratchpad", "onednn_bf16", "onednn_bf16_gemm"]
 
@@ -62,7 +62,7 @@ def bf16_matmul_accumulator(a: Any, b: Any, out: Any) -> int:
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if batch * m * k * n <= _MKLDNN_GEMM_MIN:  # PyTorch's own kernel (``checksize``/``mkldnn_gemm``)
         return 0
-    threads = torch.get_num_threads()
+    threads = cpu_threads()
 
     def block(nthr: int) -> int:  # get_scratchpad_block_elements, parallel over (batch, M, N)
         per_thread = -(-batch * m * n // nthr)
@@ -111,7 +111,7 @@ def bf16_weight_grad_scratchpad(
     if x.dtype != torch.bfloat16 or groups != 1 or not onednn_bf16() or len(stride) != x.dim() - 2:
         return 0
     nd = x.dim() - 2
-    threads = torch.get_num_threads()
+    threads = cpu_threads()
     with_bias = bool(mask[2]) if len(mask) > 2 else False
     mb, ic, oc = x.shape[0], x.shape[1], w.shape[0]
     ins, outs, ks = list(x.shape[2:]), list(grad_out.shape[2:]), list(w.shape[2:])

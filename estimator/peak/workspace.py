@@ -31,7 +31,7 @@ channel-blocked layouts: channels padded to a multiple of the block, 16 with AVX
   than 16 input channels per group and no grad input (a first layer) only small scratch is used.
   Below AVX-512 (AVX2), when the input is smaller than the kernel in a spatial dimension (a
   ResNet's last stage on small images), the weight gradient is reduced in per-thread buffers of
-  4 weights each (``torch.get_num_threads()`` of this process is taken as the run's).
+  4 weights each (``estimator.peak.cpu_isa.cpu_threads()``: the simulated run's threads).
 - bfloat16 backward, NCHW, ungrouped, AVX-512 (oneDNN ``jit_bf16``/``jit_bf16_1x1``): the
   weight-gradient kernel also holds its scratchpad (:mod:`estimator.peak.onednn_bf16`), which coexists
   with the blocked grad_output, input and weight gradient.
@@ -73,7 +73,7 @@ from typing import Any
 import torch
 
 from estimator.peak.conv_gemm import wide_patch_weight_grad_scratch
-from estimator.peak.cpu_isa import block_size
+from estimator.peak.cpu_isa import block_size, cpu_threads
 from estimator.peak.depthwise import depthwise_backward_scratch
 from estimator.peak.flash_cpu import (
     FLASH_CPU,
@@ -185,7 +185,7 @@ def _small_input_reduction(x: torch.Tensor, w: torch.Tensor, groups: int) -> int
     thread, 8.0-8.5x with 2, 3x3 to 7x7 kernels)."""
     if block_size() != 8 or groups != 1 or not any(s < k for s, k in zip(x.shape[2:], w.shape[2:], strict=True)):
         return 0
-    return 4 * torch.get_num_threads() * _nbytes(w)
+    return 4 * cpu_threads() * _nbytes(w)
 
 
 def _uses_onednn(x: Any, transposed: Any) -> bool:
@@ -215,7 +215,7 @@ def _native_conv(x: Any, w: Any, stride: Sequence[int], dilation: Sequence[int],
     shape = (*x.shape[:2], 1, x.shape[2]) if x.dim() == 3 else tuple(x.shape)
     kh, kw = (1, int(w.shape[-1])) if w.dim() == 3 else (int(w.shape[-2]), int(w.shape[-1]))
     strided_or_dilated = any(int(v) != 1 for v in (*stride, *dilation))
-    onednn_worth = strided_or_dilated or shape[0] >= 16 or kw != 1 or kh != 1 or torch.get_num_threads() > 1
+    onednn_worth = strided_or_dilated or shape[0] >= 16 or kw != 1 or kh != 1 or cpu_threads() > 1
     native_faster = not (groups > 1 or (kw > 3 and kh > 3) or shape[0] > 1
                          or shape[0] * shape[1] * shape[2] * shape[3] > _NATIVE_MAX_ELEMENTS)
     return not onednn_worth or native_faster
