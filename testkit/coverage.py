@@ -142,10 +142,11 @@ def _formula_reason(notes: tuple[str, ...] | list[str]) -> str:
 # One type
 # ---------------------------------------------------------------------------------------------
 
-def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int | None, str | None]:
+def small_config(model_type: str, *, meta_only: bool = False) -> tuple[dict[str, Any] | None, str, Any, int | None, str | None]:
     """``(config dict as saved, class name, real model, level, reason)``: the first level of
     :func:`shrink` whose config builds for real on the CPU with at most :data:`MAX_PARAMS`
-    parameters; ``None`` and the reason where none does."""
+    parameters; ``None`` and the reason where none does. ``meta_only``: the first level whose config
+    builds on the meta device, that meta model in place of the real one (cheap: nothing is allocated)."""
     import torch
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -192,6 +193,11 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
                     continue
                 if _fit_mrope(small, meta):  # the rotary sections follow the smaller head dim
                     hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
+                    if meta_only:
+                        with torch.device("meta"):
+                            meta = cls._from_config(hf_config, dtype=torch.float32)
+                if meta_only:
+                    return small, name, meta, level, None
                 del meta
                 torch.manual_seed(0)
                 model = cls._from_config(hf_config, dtype=torch.float32)

@@ -270,7 +270,7 @@ def _run(
     where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
-        workload, unfed = _workload(model, media, batch_size, seq_len, image_size)
+        workload, unfed = pick_workload(model, media, batch_size, seq_len, image_size)
         notes: tuple[str, ...] = ()
         qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.qlora)
         if qlora:
@@ -297,7 +297,7 @@ def _run(
         _collect()
 
 
-def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: int,
+def pick_workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: int,
               image_size: int | None) -> tuple[Workload, tuple[str, ...]]:
     """The media workload where ``media`` is given and the model's processor can make its inputs; else
     the text (or vision) workload, with a note saying why the images or audio were left out."""
