@@ -382,7 +382,7 @@ def _measure(row: dict[str, Any], model: Any, small: dict[str, Any], tmp: Path, 
                 if not _batch_one(mode, exc):
                     raise
                 # the model's BatchNorm refuses a batch of one in training, as the real run does (the estimator
-                # says so, estimator/peak/batchnorm.py): the step a user can run is the one at batch 2
+                # says so, estimator/peak/sim/batchnorm.py): the step a user can run is the one at batch 2
                 entry.update(batch_size=2, refused_at_batch_1=str(exc)[:300])
                 result = estimate(str(folder), dtypes=["float32"], mode=mode, seq_len=seq_len, batch_size=2)
             r = result.row("float32")
@@ -426,9 +426,9 @@ def _where(tb: str) -> str:
 
 
 def simulated_inputs(notes: tuple[str, ...] | list[str]) -> str:
-    """What a simulated step was fed, from its notes (estimator.peak.media and the workloads word them:
+    """What a simulated step was fed, from its notes (estimator.peak.inputs.prompts.media and the workloads word them:
     image tokens or ``pixel_values``; seconds of audio, ``input_values`` or ``input_features``; a protein's
-    ``protein_input_ids``, estimator.peak.protein_inputs): "images", "audio", "protein + text", "text only (fallback)"
+    ``protein_input_ids``, estimator.peak.inputs.other.protein): "images", "audio", "protein + text", "text only (fallback)"
     where the model refused its media inputs, else "text"."""
     text = " ".join(notes)
     if "images or audio not simulated" in text:

@@ -52,8 +52,8 @@ def record(model_type: str, *, seq_len: int = 32) -> dict[str, Any]:
     from estimator.options import Mode
     from estimator.options.specs import InputShape, WorkSpec
     from estimator.peak.engine import pick_workload
-    from estimator.peak.materialize import materialize
     from estimator.peak.rows import media_request
+    from estimator.peak.sim.materialize import materialize
     from testkit.coverage import small_config
 
     small, name, model, level, reason = small_config(model_type, meta_only=True)

@@ -23,7 +23,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("estimator.quant",),
     ("estimator.gguf",),
     ("estimator.load",),
-    ("estimator.peak", "estimator.parallel"),
+    ("estimator.peak", "estimator.peak.parallel"),
     ("estimator.fit", "estimator.serving", "estimator.speed"),
     ("estimator.modules", "estimator.report"),
     ("estimator.api",),

@@ -1,11 +1,11 @@
 """GLM-Image and GLM-5-Next fed images (fast: the tiny cases of ``testkit.multimodal_cases``, one forward each).
 
 - GLM-Image writes its VQ codes into ``input_ids`` and searches them for its image start / end ids: under fake
-  tensors the search is answered by :mod:`estimator.peak.known_bounds` (the codes lie below the special ids), and
+  tensors the search is answered by :mod:`estimator.peak.fakes.known_bounds` (the codes lie below the special ids), and
   the 3-D positions the language model gets are known and equal the real run's; the coverage bench's small config
   keeps the codes below the special ids as the checkpoints do (:func:`testkit.shrink_fit._vq_codes`).
 - GLM-5-Next's indexer splits the attention mask back out of the keys it packs and caches
-  (:mod:`estimator.peak.known_constants`): its pools are known in the prefill and in a decode step over the cache,
+  (:mod:`estimator.peak.fakes.known_constants`): its pools are known in the prefill and in a decode step over the cache,
   equal to the real run's.
 """
 
@@ -18,11 +18,11 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 
-from estimator.peak.known_bounds import KnownBounds
-from estimator.peak.known_constants import KnownConstants
-from estimator.peak.known_values import KnownValues, _value, know
-from estimator.peak.processors import Media, media_inputs
-from estimator.peak.shims import StandIns
+from estimator.peak.fakes.known_bounds import KnownBounds
+from estimator.peak.fakes.known_constants import KnownConstants
+from estimator.peak.fakes.known_values import KnownValues, _value, know
+from estimator.peak.fakes.shims import StandIns
+from estimator.peak.inputs.prompts.processors import Media, media_inputs
 from testkit.multimodal_cases import MM_CASES
 
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 import transformers
 
-from estimator.peak.family import _tokenizer
-from estimator.peak.processors import Media, lookup, media_inputs
+from estimator.peak.inputs.prompts.family import _tokenizer
+from estimator.peak.inputs.prompts.processors import Media, lookup, media_inputs
 
 MARKERS = {"image_start_id": 501, "image_end_id": 502, "slice_start_id": 503, "slice_end_id": 504, "newline_id": 505}
 TYPES = {  # model_type -> (config, processor, image processor, video processor)
@@ -109,7 +109,7 @@ def test_a_vision_tower_asked_alone_takes_the_image_processor_s_own_downsample_m
     processor's default instead of failing (the tower was simulated with images before the family existed)."""
     from types import SimpleNamespace
 
-    from estimator.peak.minicpm_family import _image
+    from estimator.peak.inputs.prompts.minicpm_family import _image
 
     parent = transformers.AutoConfig.for_model("minicpm_ocr")
     alone = _image(SimpleNamespace(vision_config=parent.vision_config))

@@ -15,8 +15,8 @@ import pytest
 import torch
 import transformers
 
-from estimator.peak.family import _tokenizer
-from estimator.peak.processors import Media, lookup, media_inputs
+from estimator.peak.inputs.prompts.family import _tokenizer
+from estimator.peak.inputs.prompts.processors import Media, lookup, media_inputs
 
 
 def _images(n: int, size: int) -> list[np.ndarray]:
@@ -103,8 +103,8 @@ def test_unlimited_ocr_inputs_equal_the_processors_call(images: int, size: int |
 def test_unlimited_ocr_local_tiles_reach_the_forward() -> None:
     """The workload passes the tiles' counts and grid, Python lists as the processor made them, to the forward that
     names them (``plain_inputs``); tensors become fakes as before."""
-    from estimator.peak.family import plain_inputs
-    from estimator.peak.media import media_workload
+    from estimator.peak.inputs.prompts.family import plain_inputs
+    from estimator.peak.inputs.prompts.media import media_workload
     from testkit.multimodal_cases import MM_CASES
 
     case = MM_CASES["unlimited_ocr_tiles"]
@@ -120,7 +120,7 @@ def test_unlimited_ocr_local_tiles_reach_the_forward() -> None:
 def test_unlimited_ocr_small_config_runs_forward_on_images_for_real() -> None:
     """The coverage small config (testkit/shrink_sam.py: the SAM stage's last width is the CLIP's) runs its real
     forward and backward on its processor's inputs, the local tiles of a 700 px image included."""
-    from estimator.peak.family import plain_inputs
+    from estimator.peak.inputs.prompts.family import plain_inputs
     from testkit.coverage import small_config
 
     small, _name, model, level, reason = small_config("unlimited_ocr")

@@ -8,10 +8,10 @@ import torch
 import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak.known_constants import KnownConstants
-from estimator.peak.known_values import KnownValues, _value, know
-from estimator.peak.routing import ROUTING_NOTE, routes_by_values
-from estimator.peak.series_inputs import series_arrays
+from estimator.peak.fakes.known_constants import KnownConstants
+from estimator.peak.fakes.known_values import KnownValues, _value, know
+from estimator.peak.inputs.other.series import series_arrays
+from estimator.peak.inputs.routing import ROUTING_NOTE, routes_by_values
 
 
 def _meta(config: transformers.PretrainedConfig, cls: type) -> torch.nn.Module:

@@ -1,14 +1,14 @@
 """The public entry of the peak-memory simulator for Hub models: ``simulate_peak``.
 
-The simulation itself is the project's one engine, :func:`~estimator.peak.steps.simulate_step`
+The simulation itself is the project's one engine, :func:`~estimator.peak.sim.steps.simulate_step`
 (re-exported here), which :func:`~estimator.modules.estimate.estimate_module` calls too. This
 module adds what is particular to Hub models: the workload a real run of the model's kind would
-do (:func:`~estimator.peak.inputs.workload_for`), layer extrapolation for decoders with many
-alike layers (:mod:`estimator.peak.layers`), and the formula fallback where the model's code
+do (:func:`~estimator.peak.inputs.providers.workload_for`), layer extrapolation for decoders with many
+alike layers (:mod:`estimator.peak.sim.layers`), and the formula fallback where the model's code
 cannot run on fake tensors.
 
 The model's own forward (and, for training, backward and ``torch.optim.AdamW`` step) runs on fake
-tensors under :class:`~estimator.peak.tracker.StorageTracker`; the result is the peak of live
+tensors under :class:`~estimator.peak.sim.tracker.StorageTracker`; the result is the peak of live
 tensor bytes — what ``torch.cuda.max_memory_allocated()`` (or the CPU allocator's high-water mark)
 would report, without allocator rounding or the runtime's own memory — and what held it.
 
@@ -26,9 +26,9 @@ Work simulated:
 
 ``device="cpu"`` reproduces a CPU run exactly as PyTorch would do it (its SDPA kernel choice, the
 for-loop AdamW that CPU tensors default to, the oneDNN and BLAS buffers of
-:mod:`estimator.peak.workspace`). ``device="cuda"`` runs on the same CPU fakes but reproduces
+:mod:`estimator.peak.kernels.cpu.workspace`). ``device="cuda"`` runs on the same CPU fakes but reproduces
 CUDA's choices: ``foreach`` AdamW, and SDPA modelled as the flash / memory-efficient kernels (see
-:mod:`estimator.peak.cuda_sdpa`).
+:mod:`estimator.peak.kernels.cuda.sdpa`).
 """
 
 from __future__ import annotations
@@ -42,16 +42,17 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak import routing
-from estimator.peak.components import Component
-from estimator.peak.formula import formula_components
-from estimator.peak.inputs import Workload, workload_for
-from estimator.peak.layers import extrapolated
-from estimator.peak.materialize import materialize
-from estimator.peak.processors import Media
-from estimator.peak.steps import AFTER, StepPeak, simulate_step
-from estimator.peak.tracker import PeakSnapshot
-from estimator.peak.training import LoraTargetsError, Recipe, prepare
+from estimator.options import Component
+from estimator.peak.inputs import routing
+from estimator.peak.inputs.prompts.processors import Media
+from estimator.peak.inputs.providers import workload_for
+from estimator.peak.sim.formula import formula_components
+from estimator.peak.sim.layers import extrapolated
+from estimator.peak.sim.materialize import materialize
+from estimator.peak.sim.steps import AFTER, StepPeak, simulate_step
+from estimator.peak.sim.tracker import PeakSnapshot
+from estimator.peak.sim.training import LoraTargetsError, Recipe, prepare
+from estimator.peak.workload import Workload
 
 __all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
 
@@ -78,7 +79,7 @@ class PeakResult:
     # training: the peak of a hand-written loop that keeps the model's outputs alive through
     # backward() and the optimizer step (the simulated loop, Trainer's, keeps only the loss)
     outputs_kept_bytes: int | None = None
-    # device="cuda": what PyTorch's caching allocator adds on top (estimator.peak.cuda_allocator):
+    # device="cuda": what PyTorch's caching allocator adds on top (estimator.peak.kernels.cuda.allocator):
     # allocator_rounding (allocated peak after rounding - peak_bytes) and reserved_extra (reserved
     # peak - allocated peak); never inside peak_bytes
     allocator_overhead: dict[str, int] | None = None
@@ -113,17 +114,17 @@ def simulate_peak(
     consumed: its tensors are replaced by fake tensors. ``seq_len`` is used by text models,
     ``image_size`` (default: from the config / pretrained config) by vision models. Where the
     model's code cannot run on fake tensors the result falls back to
-    :func:`~estimator.peak.formula.formula_components` with ``method="formula"`` and a note.
+    :func:`~estimator.peak.sim.formula.formula_components` with ``method="formula"`` and a note.
     With ``extrapolate_layers`` (default), a decoder with many alike layers is simulated with 2,
-    3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.layers`);
+    3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.sim.layers`);
     otherwise the full model is simulated. Only a full simulation gives ``allocator_overhead``
     (the caching allocator's figures are not linear in the layers: segment packing makes them
     jump, and a line through 2, 3 and 4 layers was off by up to 5x on Llama-3.1-8B); the fit
     stage asks for one. ``recipe`` (training only) says how the step is run
-    (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.training`);
+    (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.sim.training`);
     by default a full float32-style step with AdamW in the model's dtype. ``media`` (vision-language
     and speech models): the images or audio in each prompt, made by the model's own processor
-    (:mod:`estimator.peak.processors`); ``seq_len`` is then the text tokens beside them. Where the step
+    (:mod:`estimator.peak.inputs.prompts.processors`); ``seq_len`` is then the text tokens beside them. Where the step
     with them cannot be simulated, the text-only step is, with a note (never a formula in its place).
     """
     if media is not None and not _media_run:
@@ -177,8 +178,8 @@ def _refuse_config(exc: Exception, model: nn.Module, mode: Mode) -> None:
     missing) is refused with that field named, as the real run would fail."""
     from estimator.build.rejections import missing_field
     from estimator.errors import MalformedConfigError
-    from estimator.peak.batchnorm import batch_one_refusal
-    from estimator.peak.sam_video import StepRefusedError
+    from estimator.peak.sim.batchnorm import batch_one_refusal
+    from estimator.peak.workload import StepRefusedError
 
     line = missing_field(exc, model, "training step" if mode == "training" else "forward")
     if line is not None:
@@ -265,16 +266,16 @@ def _run(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int, recipe: Recipe, media: Media | None = None,
 ) -> tuple[Phases, tuple[str, ...], dict[str, int] | None]:
-    """One full simulation by the engine (:func:`~estimator.peak.steps.simulate_step`): the peak
+    """One full simulation by the engine (:func:`~estimator.peak.sim.steps.simulate_step`): the peak
     of each phase of the step, notes and the CUDA allocator's overheads (``None`` on cpu); raises
     where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         workload, unfed = pick_workload(model, media, batch_size, seq_len, image_size)
         notes: tuple[str, ...] = ()
-        qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.qlora)
+        qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.sim.qlora)
         if qlora:
-            from estimator.peak.qlora import quantize_on_meta
+            from estimator.peak.sim.qlora import quantize_on_meta
 
             compute = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.bfloat16)
             model = quantize_on_meta(model, compute_dtype=compute)
@@ -283,7 +284,7 @@ def _run(
             notes = (f"training recipe: {recipe.describe()}",)
         materialize(model, fake_mode)
         if qlora:
-            from estimator.peak.qlora import pack_weights
+            from estimator.peak.sim.qlora import pack_weights
 
             pack_weights(model, fake_mode, device=device)
         # A vision-language model leaves some vision parameters without gradients (LLaVA's last vision layer,
@@ -302,15 +303,15 @@ def pick_workload(model: nn.Module, media: Media | None, batch_size: int, seq_le
     """The media workload where ``media`` is given and the model's processor can make its inputs; else
     the text (or vision) workload, with a note saying why the images or audio were left out."""
     if media is not None:
-        from estimator.peak.audio import audio_inputs, audio_workload
-        from estimator.peak.media import media_workload
-        from estimator.peak.processors import media_inputs
+        from estimator.peak.inputs.audio.features import audio_inputs, audio_workload
+        from estimator.peak.inputs.prompts.media import media_workload
+        from estimator.peak.inputs.prompts.processors import media_inputs
 
         speech = media.images == 0 and not media.video_frames  # speech models: no images or video, audio
         made = audio_inputs if speech else media_inputs
         run = audio_workload if speech else media_workload  # speech encoders: one forward
         try:
-            # the known constants (and routing assumption) the text workload gets (estimator.peak.routing): GLM-5-Next's
+            # the known constants (and routing assumption) the text workload gets (estimator.peak.inputs.routing): GLM-5-Next's
             # indexer splits the attention mask back out of its packed keys to build its pools
             return routing.assumed(model, run(model, made(model.config, media, batch_size=batch_size, text_len=seq_len))), ()
         except Exception as exc:  # the processor could not be built or run from this config

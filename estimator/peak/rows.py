@@ -34,8 +34,8 @@ from estimator.source.limits import position_field
 
 if TYPE_CHECKING:
     from estimator.peak.engine import PeakResult
-    from estimator.peak.processors import Media
-    from estimator.peak.training import Recipe
+    from estimator.peak.inputs.prompts.processors import Media
+    from estimator.peak.sim.training import Recipe
 
 if TYPE_CHECKING:
     from estimator.options import HardwareSpec, LoadSpec, ParallelSpec, WorkSpec
@@ -74,7 +74,7 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
     ``bnb_compute_dtype``; bfloat16 when not given, QLoRA's usual setting), its Linear layers
     swapped for bitsandbytes' 4-bit ones, trained under autocast in that dtype."""
     from estimator.build import torch_dtype
-    from estimator.peak.training import Recipe
+    from estimator.peak.sim.training import Recipe
 
     training = work.training
     if dtype is DType.INT4:
@@ -104,7 +104,7 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
 
 @contextlib.contextmanager
 def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
-    from estimator.peak.training import LoraTargetsError
+    from estimator.peak.sim.training import LoraTargetsError
 
     try:
         yield
@@ -139,7 +139,7 @@ def position_note(config: dict[str, Any], work: WorkSpec) -> str | None:
 def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec,
               parallel: ParallelSpec | None = None) -> tuple[Row, ...]:
     """Rows with ``peak_bytes`` and ``components`` for ``work.mode`` (inference or training);
-    per GPU when ``parallel`` names a strategy (:func:`estimator.parallel.simulate.simulate_parallel`).
+    per GPU when ``parallel`` names a strategy (:func:`estimator.peak.parallel.simulate.simulate_parallel`).
 
     ``work``, ``hardware`` and ``parallel`` were checked by :func:`estimator.options.check_supported`.
     """
@@ -201,7 +201,7 @@ def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
     """The image (and video) tokens each prompt of ``work`` carries (0 for text models and speech models): what
     the model's processor expands its images and video into, so that a context limit counts them too."""
     from estimator.build.transformers_models import transformers_config
-    from estimator.peak.processors import media_inputs
+    from estimator.peak.inputs.prompts.processors import media_inputs
 
     media = media_request(resolved, work)
     if media is None or (media.images == 0 and not media.video_frames):
@@ -212,12 +212,12 @@ def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
 
 def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     """What each prompt carries besides text, for a model whose processor family is simulated with its
-    inputs (:mod:`estimator.peak.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
+    inputs (:mod:`estimator.peak.inputs.prompts.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
     None for other models and for a vision-language prompt of text only (``images`` 0)."""
     from estimator.options.specs import DEFAULT_IMAGES
-    from estimator.peak.audio import audio_simulated, simulated_audio_types
-    from estimator.peak.processors import Media, images_simulated, simulated_image_types
-    from estimator.peak.video_inputs import simulated_video_types, video_simulated
+    from estimator.peak.inputs.audio.features import audio_simulated, simulated_audio_types
+    from estimator.peak.inputs.prompts.processors import Media, images_simulated, simulated_image_types
+    from estimator.peak.inputs.prompts.video import simulated_video_types, video_simulated
 
     shape = work.shape
     model_type = str(resolved.config.get("model_type") or "")
@@ -260,8 +260,8 @@ def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype:
 def _parallel_row(resolved: Resolved, load_row: Row, model: nn.Module, work: WorkSpec, hardware: HardwareSpec,
                   parallel: ParallelSpec, recipe: Recipe | None) -> Row:
     """One row per GPU under ``parallel.strategy``; a row the strategy cannot simulate gets a null peak and a note."""
-    from estimator.parallel.simulate import simulate_parallel
-    from estimator.parallel.tp import TPPlanError
+    from estimator.peak.parallel.simulate import simulate_parallel
+    from estimator.peak.parallel.tp import TPPlanError
 
     try:
         with _SIMULATION_LOCK, _lora_targets_worded(resolved):
