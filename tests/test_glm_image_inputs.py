@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from estimator.peak.fakes.known_bounds import KnownBounds
 from estimator.peak.fakes.known_constants import KnownConstants
-from estimator.peak.fakes.known_values import KnownValues, _value, know
+from estimator.peak.fakes.known_values import KnownValues, known_value, know
 from estimator.peak.fakes.shims import StandIns
 from estimator.peak.inputs.prompts.processors import Media, media_inputs
 from testkit.multimodal_cases import MM_CASES
@@ -66,7 +66,7 @@ def _glm_image_positions(fake: bool, tensors: dict[str, torch.Tensor]) -> torch.
         x = _fakes(tensors)
         with torch.no_grad():
             positions = _captured(lambda: model(**x), model.model.language_model, "position_ids")[0]
-        known = _value(positions)
+        known = known_value(positions)
     assert known is not None, "the positions built from the search are not known"
     return known
 
@@ -87,7 +87,7 @@ def test_bounded_codes_answer_equalities_outside_their_range_only() -> None:
         codes = torch.empty(2, 6).argmin(dim=1)  # two codes in [0, 6)
         written = x.masked_scatter(x == 7, codes)
         end, inside = written[0] == 8, written[0] == 5
-        found, unknown = _value(end), _value(inside)
+        found, unknown = known_value(end), known_value(inside)
         where = torch.where(end)[0].tolist()
     assert found is not None and found.tolist() == [False, False, False, True, False]
     assert unknown is None  # 5 could be a code: unknown
@@ -141,7 +141,7 @@ def _glm5_pools(fake: bool, tensors: dict[str, torch.Tensor]) -> list[torch.Tens
                 return know(torch.empty(shape, dtype=torch.long), real)
 
             run(model, _fakes(tensors), ones)
-            known = [_value(t) for t in seen]
+            known = [known_value(t) for t in seen]
     finally:
         glm5.Glm5NextTextIndexer.get_pooled_states = original  # type: ignore[method-assign]
     assert all(k is not None for k in known), "the indexer's pools are not known"

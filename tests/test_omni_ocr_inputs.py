@@ -15,7 +15,7 @@ import pytest
 import torch
 import transformers
 
-from estimator.peak.inputs.prompts.family import _tokenizer
+from estimator.peak.inputs.prompts.family import family_tokenizer
 from estimator.peak.inputs.prompts.processors import Media, lookup, media_inputs
 
 
@@ -43,7 +43,7 @@ def test_nemotron_omni_inputs_equal_the_processors_call(images: int, size: int, 
     assert family is not None
     proc = transformers.NemotronH_Omni_Reasoning_V3Processor(
         image_processor=transformers.NemotronH_Omni_Reasoning_V3ImageProcessor(patch_size=16, downsample_ratio=0.5),
-        video_processor=transformers.NemotronH_Omni_Reasoning_V3VideoProcessor(), tokenizer=_tokenizer(config, family),
+        video_processor=transformers.NemotronH_Omni_Reasoning_V3VideoProcessor(), tokenizer=family_tokenizer(config, family),
         feature_extractor=transformers.ParakeetFeatureExtractor())
     real = _tensors(proc(text=["<image>" * images + " a" * 4], images=_images(images, size), return_tensors="pt"))
     assert set(made.tensors) == set(real) == {"input_ids", "pixel_values", "image_grid_hw"}
@@ -86,7 +86,7 @@ def test_unlimited_ocr_inputs_equal_the_processors_call(images: int, size: int |
     family = lookup("unlimited_ocr")
     assert family is not None
     proc = transformers.UnlimitedOcrProcessor(image_processor=transformers.UnlimitedOcrImageProcessor(),
-                                              tokenizer=_tokenizer(config, family), patch_size=16, downsample_ratio=4)
+                                              tokenizer=family_tokenizer(config, family), patch_size=16, downsample_ratio=4)
     out = proc(text=["<image>" * images + " a" * 4], images=_images(images, size or 1024), return_tensors="pt")
     real = _tensors(out)
     assert set(made.tensors) == set(real) == {"input_ids", "pixel_values", *(("pixel_values_local",) if tiles else ())}

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak.fakes.known_values import _value
+from estimator.peak.fakes.known_values import known_value
 from estimator.peak.inputs.other.protein import protein_inputs, protein_processor, protein_tokenizer, random_proteins, user_messages
 from testkit.multimodal_cases import MM_CASES
 
@@ -63,7 +63,7 @@ def test_workload_feeds_what_the_processor_returns(tmp_path: Path) -> None:
     workload = workload_for(case.build_on("meta"), batch_size=2, seq_len=40)
     with FakeTensorMode():
         fed = workload.make_inputs()
-        known = {k: _value(v) for k, v in fed.items()}
+        known = {k: known_value(v) for k, v in fed.items()}
     assert set(expected) == {"protein_input_ids", "protein_attention_mask", "input_ids", "attention_mask"}
     for name, real in expected.items():
         assert known[name] is not None and torch.equal(known[name], real), name

@@ -52,7 +52,7 @@ from estimator.peak.sim.materialize import materialize
 from estimator.peak.sim.steps import AFTER, StepPeak, simulate_step
 from estimator.peak.sim.tracker import PeakSnapshot
 from estimator.peak.sim.training import LoraTargetsError, Recipe, prepare
-from estimator.peak.workload import Workload
+from estimator.peak.workload import Workload, model_dtype
 
 __all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
 
@@ -148,7 +148,7 @@ def simulate_peak(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
-    found = extrapolated(model, lambda m: _run(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)) \
+    found = extrapolated(model, lambda m: run_simulation(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)) \
         if extrapolate_layers else None
     if found is not None:
         phases, notes, note = found
@@ -157,7 +157,7 @@ def simulate_peak(
                      "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
         return _result(phases, (*notes, *counted, note))
     try:
-        phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)
+        phases, notes, overhead = run_simulation(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media)
         return _result(phases, (*notes, *counted), overhead)
     except LoraTargetsError:
         raise
@@ -262,7 +262,7 @@ def _decode_cache_note(phases: Phases, name: str) -> str:
     return note
 
 
-def _run(
+def run_simulation(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int, recipe: Recipe, media: Media | None = None,
 ) -> tuple[Phases, tuple[str, ...], dict[str, int] | None]:
@@ -277,7 +277,7 @@ def _run(
         if qlora:
             from estimator.peak.sim.qlora import quantize_on_meta
 
-            compute = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.bfloat16)
+            compute = model_dtype(model, torch.bfloat16)
             model = quantize_on_meta(model, compute_dtype=compute)
         if mode == "training":
             model = prepare(model, recipe)
@@ -295,7 +295,7 @@ def _run(
         return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), _allocator_overhead(step)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
-        _collect()
+        collect_garbage()
 
 
 def pick_workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: int,
@@ -325,7 +325,7 @@ def pick_workload(model: nn.Module, media: Media | None, batch_size: int, seq_le
 _frozen = False
 
 
-def _collect() -> None:
+def collect_garbage() -> None:
     """Free the simulation's reference cycles now. A full collection walks every object of the
     process (transformers' and torch's modules: most of a second), so after the first one what is
     left — the libraries — is moved out of the collector's sight (``gc.freeze``), and the next

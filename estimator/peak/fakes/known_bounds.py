@@ -93,10 +93,10 @@ class KnownBounds(TorchDispatchMode):
 
 def _indices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
     """``argmin`` / ``argmax`` of an unknown float tensor: every index in ``[0, n)``."""
-    from estimator.peak.fakes.known_values import _value
+    from estimator.peak.fakes.known_values import known_value
 
     x = args[0]
-    if not (_is_fake(x) and x.is_floating_point() and _value(x) is None and _is_fake(out) and _integer(out)):
+    if not (_is_fake(x) and x.is_floating_point() and known_value(x) is None and _is_fake(out) and _integer(out)):
         return
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
     n = x.numel() if dim is None else x.shape[dim]
@@ -107,7 +107,7 @@ def _indices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
 def _moved(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, *, data: tuple[int, ...],
            listed: bool = False) -> None:
     """An op that moves entries of bounded (or known) data: its output's values, known mask and range."""
-    from estimator.peak.fakes.known_values import _value, know
+    from estimator.peak.fakes.known_values import know, known_value
 
     if not (_is_fake(out) and _integer(out)):
         return
@@ -116,12 +116,12 @@ def _moved(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, *
     for i, item in enumerate(items):
         if i not in data:  # an index, a mask, a size: its real value in both runs
             flat, spec = tree_flatten(item)
-            reals = [_value(t) if isinstance(t, torch.Tensor) else t for t in flat]
+            reals = [known_value(t) if isinstance(t, torch.Tensor) else t for t in flat]
             if any(r is None and isinstance(t, torch.Tensor) for r, t in zip(reals, flat, strict=True)):
                 return
             values[i] = masks[i] = tree_unflatten(reals, spec)
             continue
-        real = _value(item)  # a known value first (routing's tied argmax is known whole)
+        real = known_value(item)  # a known value first (routing's tied argmax is known whole)
         found = bounds(item) if real is None else None
         if found is not None:
             values[i], masks[i] = found.values, found.known
@@ -150,14 +150,14 @@ def _moved(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, *
 
 def _equality(func: Any, args: tuple[Any, ...], out: Any) -> None:
     """``x == v`` / ``x != v`` of a bounded ``x`` and a known ``v`` outside its range: known."""
-    from estimator.peak.fakes.known_values import _value, know
+    from estimator.peak.fakes.known_values import know, known_value
 
     x, other = args[0], args[1]
-    found = bounds(x) if _value(x) is None else None
-    if found is None or not _is_fake(out) or _value(out) is not None:
+    found = bounds(x) if known_value(x) is None else None
+    if found is None or not _is_fake(out) or known_value(out) is not None:
         return
     if isinstance(other, torch.Tensor):
-        real = _value(other)
+        real = known_value(other)
         if real is None or real.numel() != 1:
             return
         other = real.item()

@@ -50,14 +50,14 @@ class KnownConstants(TorchDispatchMode):
         self.finite = finite
 
     def __enter__(self) -> KnownConstants:
-        from estimator.peak.fakes.known_values import _value
+        from estimator.peak.fakes.known_values import known_value
 
         fake_class = torch._subclasses.fake_tensor.FakeTensor
         self._format = fake_class.__format__
         formats = self._format
 
         def format_known(t: torch.Tensor, spec: str) -> str:
-            value = _value(t) if t.dim() == 0 else None
+            value = known_value(t) if t.dim() == 0 else None
             if value is None:
                 return formats(t, spec)
             with _disable_current_modes():
@@ -84,9 +84,9 @@ class KnownConstants(TorchDispatchMode):
             know(out, args[0])
         elif self.finite and func in (_aten.isnan.default, _aten.isinf.default) and _is_fake(out) \
                 and _is_fake(args[0]) and out.numel() <= _MAX_FACTORY:
-            from estimator.peak.fakes.known_values import _value
+            from estimator.peak.fakes.known_values import known_value
 
-            if _value(args[0]) is None:
+            if known_value(args[0]) is None:
                 with _disable_current_modes():
                     know(out, torch.zeros(out.shape, dtype=torch.bool))
         elif func is _aten.cat.default:
@@ -107,9 +107,9 @@ def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 def _cat_parts(out: Any, inputs: list[torch.Tensor], dim: int) -> None:
     """Remember the known slices of a concatenation that ``KnownValues`` did not know as a whole."""
-    from estimator.peak.fakes.known_values import _value
+    from estimator.peak.fakes.known_values import known_value
 
-    if not _is_fake(out) or _value(out) is not None or out.numel() > _MAX_FACTORY:
+    if not _is_fake(out) or known_value(out) is not None or out.numel() > _MAX_FACTORY:
         return
     inputs = [t for t in inputs if not (t.dim() == 1 and t.numel() == 0)]  # the legacy empty tensor cat skips
     dim = dim % out.dim()
@@ -124,7 +124,7 @@ def _cat_parts(out: Any, inputs: list[torch.Tensor], dim: int) -> None:
     start = 0
     for t in inputs:
         stop = start + t.shape[dim]
-        parts.append((start, stop, _value(t)))
+        parts.append((start, stop, known_value(t)))
         start = stop
     if any(real is not None for _s, _e, real in parts):
         _PARTS[out] = (dim, parts)
@@ -156,7 +156,7 @@ def _across(inputs: list[torch.Tensor], dim: int) -> tuple[int, list[tuple[int, 
 
 def _part_out(func: Any, args: tuple[Any, ...], out: Any) -> None:
     """A select, slice or split of a tensor with known parts: the outputs inside one known part are known."""
-    from estimator.peak.fakes.known_values import _value, know
+    from estimator.peak.fakes.known_values import know, known_value
 
     x = args[0]
     dim, parts = _PARTS[x]
@@ -176,7 +176,7 @@ def _part_out(func: Any, args: tuple[Any, ...], out: Any) -> None:
     if func is _aten.select.int:
         index = args[2] % size
         found = within(index, index + 1)
-        if found is not None and _value(out) is None:
+        if found is not None and known_value(out) is None:
             with _disable_current_modes():
                 know(out, found[1].select(dim, index - found[0]))
         return
@@ -184,7 +184,7 @@ def _part_out(func: Any, args: tuple[Any, ...], out: Any) -> None:
         lo, hi = _bound(args[2] if len(args) > 2 else None, 0, size), _bound(args[3] if len(args) > 3 else None, size, size)
         step = args[4] if len(args) > 4 else 1
         found = within(lo, hi) if step == 1 and lo < hi else None
-        if found is not None and _value(out) is None:
+        if found is not None and known_value(out) is None:
             with _disable_current_modes():
                 know(out, found[1].narrow(dim, lo - found[0], hi - lo))
         return
@@ -192,7 +192,7 @@ def _part_out(func: Any, args: tuple[Any, ...], out: Any) -> None:
     for piece in out:
         stop = start + piece.shape[dim]
         found = within(start, stop)
-        if found is not None and _value(piece) is None:
+        if found is not None and known_value(piece) is None:
             with _disable_current_modes():
                 know(piece, found[1].narrow(dim, start - found[0], stop - start))
         start = stop

@@ -28,14 +28,14 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["KnownValues", "know"]
+__all__ = ["KnownValues", "know", "known_fakes"]
 
 _MAX_KNOWN = 1 << 22  # elements: ids, masks and grids of a batch, never activations
 _MAX_FACTORY_FLOATS = 1 << 12  # elements of a float factory's output followed (positions, not buffers)
 _MAX_KNOWN_FLOATS = 1 << 25  # elements of pixels known (Idefics3 asks which images are all zeros: padding)
 _aten = torch.ops.aten
 
-_KNOWN: WeakIdKeyDictionary = WeakIdKeyDictionary()
+KNOWN: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
 def know(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
@@ -43,25 +43,32 @@ def know(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     if _is_fake(real) or tuple(fake.shape) != tuple(real.shape):
         raise ValueError(f"known value {tuple(real.shape)} does not match {tuple(fake.shape)}")
     with _disable_current_modes():
-        _KNOWN[fake] = real.to(fake.dtype, copy=True)
+        KNOWN[fake] = real.to(fake.dtype, copy=True)
     return fake
+
+
+def known_fakes(real: dict[str, torch.Tensor], float_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """Fakes of ``real``'s tensors, made inside the fake mode: floating-point ones empty (in ``float_dtype``, default
+    their own), the others (ids, masks, sizes) with their values known, so the model's questions about them are answered."""
+    return {name: torch.empty(value.shape, dtype=float_dtype or value.dtype) if value.dtype.is_floating_point
+            else know(torch.empty(value.shape, dtype=value.dtype), value) for name, value in real.items()}
 
 
 def _is_fake(t: Any) -> bool:
     return isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
 
 
-def _value(t: Any) -> torch.Tensor | None:
+def known_value(t: Any) -> torch.Tensor | None:
     """The real value of a tensor argument: a plain tensor is its own, a fake one only if known."""
     if not isinstance(t, torch.Tensor):
         return None
     if not _is_fake(t):
         return t if t.device.type == "cpu" else None  # a meta tensor has no values either
-    return _KNOWN.get(t)
+    return KNOWN.get(t)
 
 
 def _scalar(t: torch.Tensor) -> Any:
-    value = _value(t)
+    value = known_value(t)
     if value is None:
         raise DataDependentOutputException(_aten._local_scalar_dense.default)
     with _disable_current_modes():
@@ -93,7 +100,7 @@ class KnownValues(TorchDispatchMode):
             with _disable_current_modes():
                 real = made(values, *args, **{**kwargs, "device": "cpu"})
             if _is_fake(out) and _small(real):
-                _KNOWN[out] = real
+                KNOWN[out] = real
             return out
 
         torch.tensor = tensor
@@ -104,9 +111,9 @@ class KnownValues(TorchDispatchMode):
             # DETR's encoder layers ask in training whether their activations are all finite (and clamp them if
             # not): they are, in a run from finite weights and inputs that has not diverged
             out = checks(x)
-            if _is_fake(out) and _value(x) is None:
+            if _is_fake(out) and known_value(x) is None:
                 with _disable_current_modes():
-                    _KNOWN[out] = torch.ones((), dtype=torch.bool).expand(out.shape)
+                    KNOWN[out] = torch.ones((), dtype=torch.bool).expand(out.shape)
             return out
 
         torch.isfinite = isfinite  # type: ignore[assignment]
@@ -121,7 +128,7 @@ class KnownValues(TorchDispatchMode):
         kwargs = kwargs or {}
         flat, spec = tree_flatten((args, kwargs))
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
-        known = all(_value(t) is not None for t in tensors)
+        known = all(known_value(t) is not None for t in tensors)
         if func is _aten._local_scalar_dense.default and known:
             return _real(func, flat, spec)
         if known and func in _DATA_SHAPED:
@@ -131,7 +138,7 @@ class KnownValues(TorchDispatchMode):
             # known as the largest draw, so every layer runs, as in the steps of a run that hold the most
             out = func(*args, **kwargs)
             with _disable_current_modes():
-                _KNOWN[out] = torch.tensor(1.0 - 2.0**-24, dtype=out.dtype)
+                KNOWN[out] = torch.tensor(1.0 - 2.0**-24, dtype=out.dtype)
             return out
         try:
             out = func(*args, **kwargs)
@@ -144,7 +151,7 @@ class KnownValues(TorchDispatchMode):
                 _real(func, flat, spec)
             else:
                 for t in _written(func, args, kwargs):
-                    _KNOWN.pop(t, None)
+                    KNOWN.pop(t, None)
             return out
         # floats are followed from known floats (the pixels a model asks about), and where a few thousand
         # are computed from known integers (Qwen2-VL's vision positions go through a float product); never
@@ -158,7 +165,7 @@ class KnownValues(TorchDispatchMode):
             # a few thousand elements filled with one value: its value is the fill, whatever its input's data (UDOP's
             # patch mask, full_like(image features, True), then marked by the known boxes)
             with _disable_current_modes():
-                _KNOWN[out] = func(torch.empty(out.shape, dtype=out.dtype), *args[1:], **kwargs)
+                KNOWN[out] = func(torch.empty(out.shape, dtype=out.dtype), *args[1:], **kwargs)
         return out
 
     def _from_real(self, func: Any, flat: list[Any], spec: Any) -> Any:
@@ -170,7 +177,7 @@ class KnownValues(TorchDispatchMode):
                 return r
             fake = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype)
             if _small(r):
-                _KNOWN[fake] = r
+                KNOWN[fake] = r
             return fake
 
         return tree_map(fake_of, real)
@@ -185,7 +192,7 @@ class KnownValues(TorchDispatchMode):
             return func(args[0], expanded, *args[2:], **kwargs)
         if func is _aten.masked_select.default:
             x, mask = args[0], args[1]
-            real = _value(mask)
+            real = known_value(mask)
             if real is not None:
                 with _disable_current_modes():  # the count is computed on the real mask, outside the fake mode
                     n = int(torch.broadcast_to(real, torch.broadcast_shapes(x.shape, mask.shape)).sum())
@@ -195,7 +202,7 @@ class KnownValues(TorchDispatchMode):
     def _positions(self, index: Any) -> Any:
         if index is None or index.dtype not in (torch.bool, torch.uint8):
             return index
-        real = _value(index)
+        real = known_value(index)
         if real is None:
             raise DataDependentOutputException(_aten.nonzero.default)
         with _disable_current_modes():
@@ -203,7 +210,7 @@ class KnownValues(TorchDispatchMode):
         out = []
         for w in where:
             fake = torch.empty(w.shape, dtype=w.dtype)
-            _KNOWN[fake] = w
+            KNOWN[fake] = w
             out.append(fake)
         return tuple(out)
 
@@ -220,7 +227,7 @@ _DATA_SHAPED = frozenset({
 
 
 def _reals(flat: list[Any]) -> list[Any]:
-    return [_value(t) if isinstance(t, torch.Tensor) else t for t in flat]
+    return [known_value(t) if isinstance(t, torch.Tensor) else t for t in flat]
 
 
 def _real(func: Any, flat: list[Any], spec: Any) -> Any:
@@ -258,4 +265,4 @@ def _pair(out: Any, real: Any, floats: bool = False) -> None:
     for o, r in zip(outs, reals, strict=False):
         if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and _is_fake(o) and _small(r, floats) \
                 and tuple(o.shape) == tuple(r.shape):
-            _KNOWN[o] = r
+            KNOWN[o] = r

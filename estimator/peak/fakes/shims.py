@@ -79,9 +79,9 @@ class StandIns(TorchDispatchMode):
 def _known_values(mask: Any) -> Any:
     """The real values of a fake padding mask made from inputs whose values are known
     (:mod:`estimator.peak.fakes.known_values`), else None: the simulated inputs have no padding, so all ones."""
-    from estimator.peak.fakes.known_values import _KNOWN
+    from estimator.peak.fakes.known_values import KNOWN
 
-    return _KNOWN.get(mask)
+    return KNOWN.get(mask)
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from estimator.peak.sim.prefill import generate_kwargs, prefill_kwargs
-from estimator.peak.workload import ModelKind, Workload, accepts, first_tensor, forward_all
+from estimator.peak.workload import ModelKind, Workload, accepts, first_tensor, forward_all, model_dtype
 
 __all__ = ["detect_kind", "make_input", "module_workload", "ordinary_token", "workload_for"]
 
@@ -169,7 +169,7 @@ def workload_for(
     if kind in (ModelKind.TIMM_IMAGE, ModelKind.IMAGE_CLASSIFICATION, ModelKind.VISION_BASE):
         shape: tuple[int, ...] = _image_shape(model, image_size)
         classes = _num_labels(model)
-        dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+        dtype = model_dtype(model)
 
         frames = None if kind is ModelKind.TIMM_IMAGE else _frames(model)
         key = "pixel_values_videos" if getattr(model, "main_input_name", None) == "pixel_values_videos" else "pixel_values"
@@ -216,11 +216,11 @@ def workload_for(
     token = ordinary_token(config, vocab)
 
     def make_text() -> dict[str, torch.Tensor]:
-        ids = _known_ids((b, n), vocab, token)
+        ids = known_ids((b, n), vocab, token)
         if kind is ModelKind.SEQUENCE_CLASSIFICATION:
             return {"input_ids": ids, "labels": torch.randint(0, classes, (b,))}
         if kind is ModelKind.SEQ2SEQ_LM:
-            return {"input_ids": ids, "labels": _known_ids((b, n), vocab, token)}
+            return {"input_ids": ids, "labels": known_ids((b, n), vocab, token)}
         if kind in (ModelKind.CAUSAL_LM, ModelKind.MASKED_LM):
             return {"input_ids": ids, "labels": ids}
         return {"input_ids": ids}
@@ -260,7 +260,7 @@ def ordinary_token(config: Any, vocab: int) -> int:
     return next((i for i in range(min(vocab, len(special) + 1)) if i not in special), 0)
 
 
-def _known_ids(shape: tuple[int, int], vocab: int, token: int) -> torch.Tensor:
+def known_ids(shape: tuple[int, int], vocab: int, token: int) -> torch.Tensor:
     """Token ids (a fake inside the fake mode) whose values, ``token`` everywhere, are known to
     :class:`~estimator.peak.fakes.known_values.KnownValues` (outside a fake mode: random ids, as before): a model's questions about its ids (is there
     padding, ``padding_mask.any()``; how long is each sequence) are answered as the real run answers them."""

@@ -58,14 +58,14 @@ class AssumedTies(KnownConstants):
     the indices of ``topk`` / ``max`` / ``argmax`` / ``sort`` of an unknown float tensor those of tied values."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        from estimator.peak.fakes.known_values import _value, know
+        from estimator.peak.fakes.known_values import know, known_value
 
         kwargs = kwargs or {}
         if func not in _INDEXERS:
             return super().__torch_dispatch__(func, types, args, kwargs)
         out = func(*args, **kwargs)
         x = args[0]
-        if _is_fake(x) and x.is_floating_point() and _value(x) is None:
+        if _is_fake(x) and x.is_floating_point() and known_value(x) is None:
             with _disable_current_modes():
                 real = func(torch.zeros(x.shape, dtype=x.dtype), *args[1:], **kwargs)
             position = _INDEXERS[func]

@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from estimator.peak.workload import model_dtype
+
 __all__ = ["Inputs", "patch_tower_inputs", "series_inputs"]
 
 # what to feed and how to describe it; estimator.peak.inputs.providers makes the Workload (forward all of it,
@@ -35,7 +37,7 @@ def patch_tower_inputs(model: nn.Module, b: int, image_size: int | None, patches
     side = max(merge, size // patch // merge * merge)
     channels = int(getattr(config, "in_channels", None) or getattr(config, "num_channels", None) or 3)
     features = channels * int(getattr(config, "temporal_patch_size", 1) or 1) * patch**2
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
 
     def make_inputs() -> dict[str, torch.Tensor]:
         return {patches: torch.randn(b * side * side, features, dtype=dtype),
@@ -54,7 +56,7 @@ def series_inputs(model: nn.Module, b: int) -> Inputs:
     steps = int(config.context_length)
     channels = getattr(config, "num_input_channels", None)
     shape = (b, steps, int(channels)) if channels else (b, steps)
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
 
     def make_inputs() -> dict[str, torch.Tensor]:
         return {"past_values": torch.randn(shape, dtype=dtype)}

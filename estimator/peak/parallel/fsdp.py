@@ -46,7 +46,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.options import Component
-from estimator.peak.engine import _collect
+from estimator.peak.engine import collect_garbage
 from estimator.peak.inputs.providers import workload_for
 from estimator.peak.sim.materialize import materialize
 from estimator.peak.sim.steps import simulate_step
@@ -253,4 +253,4 @@ def simulate_fsdp_phases(
         return step.phases, (*step.notes, what, f"training recipe: {dataclasses.replace(recipe, autocast_dtype=None).describe()}")
     finally:
         FakeTensorMode.cache_clear()
-        _collect()  # the engine's: a full collection once, then only what later simulations made
+        collect_garbage()  # the engine's: a full collection once, then only what later simulations made

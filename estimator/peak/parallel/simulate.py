@@ -30,7 +30,7 @@ from typing import Any
 from torch import nn
 
 from estimator.options import Component, Offload, ParallelSpec, Strategy
-from estimator.peak.engine import PeakResult, _collect, _run
+from estimator.peak.engine import PeakResult, collect_garbage, run_simulation
 from estimator.peak.parallel.zero import StateBytes, ddp_bucket_bytes, zero_model_states
 from estimator.peak.sim.formula import state_bytes
 from estimator.peak.sim.layers import SAMPLE_LAYERS, extrapolated
@@ -93,7 +93,7 @@ def simulate_parallel(
 
     def single(m: nn.Module) -> tuple[Phases, tuple[str, ...]]:
         if strategy is Strategy.DDP:
-            return _run(m, "training", device, batch_size, seq_len, image_size, 0, step_recipe)[:2]  # type: ignore[arg-type]
+            return run_simulation(m, "training", device, batch_size, seq_len, image_size, 0, step_recipe)[:2]  # type: ignore[arg-type]
         return _local_step(m, device, batch_size, seq_len, image_size, step_recipe)
     phases, notes = _phases(model, single, extrapolate_layers)
     if strategy is Strategy.DDP:
@@ -143,7 +143,7 @@ def _local_step(model: nn.Module, device: str, batch_size: int, seq_len: int, im
         return {**step.phases, WORK: work[0]}, (*step.notes, f"training recipe: {recipe.describe()}")
     finally:
         FakeTensorMode.cache_clear()
-        _collect()  # the engine's: a full collection once, then only what later simulations made
+        collect_garbage()  # the engine's: a full collection once, then only what later simulations made
 
 
 def _phases(model: nn.Module, run: Runner, extrapolate_layers: bool,

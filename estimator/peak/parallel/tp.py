@@ -22,7 +22,7 @@ from __future__ import annotations
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak.engine import _collect
+from estimator.peak.engine import collect_garbage
 from estimator.peak.inputs.providers import workload_for
 from estimator.peak.parallel.fsdp import Phases, fake_process_group
 from estimator.peak.sim.materialize import materialize
@@ -78,4 +78,4 @@ def simulate_tp_phases(
         return step.phases, (*step.notes, note)
     finally:
         FakeTensorMode.cache_clear()
-        _collect()  # the engine's: a full collection once, then only what later simulations made
+        collect_garbage()  # the engine's: a full collection once, then only what later simulations made

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from estimator.peak.sim.tracker import PeakSnapshot
+from estimator.peak.workload import model_dtype
 
 __all__ = ["SAMPLE_LAYERS", "extrapolate", "layer_count", "with_layers"]
 
@@ -73,7 +74,7 @@ def with_layers(model: nn.Module, k: int) -> nn.Module:
     config.num_hidden_layers = k
     if getattr(config, "layer_types", None) is not None:
         config.layer_types = list(config.layer_types)[:k]
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     with torch.device("meta"):
         return type(model)._from_config(config, dtype=dtype)  # type: ignore[attr-defined]  # a PreTrainedModel class, typed as nn.Module here
 

@@ -37,6 +37,8 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from estimator.peak.workload import model_dtype
+
 __all__ = ["QUANT_TYPE", "pack_weights", "quantize_on_meta"]
 
 QUANT_TYPE = "nf4"
@@ -56,7 +58,7 @@ def quantize_on_meta(model: nn.Module, *, compute_dtype: torch.dtype = torch.bfl
     import bitsandbytes as bnb
     from transformers.quantizers.quantizer_bnb_4bit import Bnb4BitHfQuantizer
 
-    load_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    load_dtype = model_dtype(model)
     quantizer = Bnb4BitHfQuantizer(_config(compute_dtype, quant_type))
     quantizer.preprocess_model(model, device_map=None)  # type: ignore[arg-type]  # a PreTrainedModel; is_quantized, quantization_method, the swap
     for module in model.modules():

@@ -31,9 +31,9 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from estimator.peak.fakes.known_values import KnownValues, know
-from estimator.peak.inputs.prompts.family import _TEXT_ID, Media, MediaInputs
-from estimator.peak.workload import ModelKind, Workload, first_tensor
+from estimator.peak.fakes.known_values import KnownValues, known_fakes
+from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
+from estimator.peak.workload import ModelKind, Workload, first_tensor, model_dtype
 
 __all__ = ["FORWARD_TYPES", "AudioInputs", "AudioWorkload", "Feed", "extractor_class", "feed", "forward_audio_inputs", "forward_audio_workload",
            "forward_simulated", "run_inference", "training_loss"]
@@ -275,7 +275,7 @@ def feed(model: nn.Module, media: MediaInputs, *, seed: int = 0) -> Feed:
         trained = "the sum of the first output"
     for name, param in params.items():  # a text input the forward requires (PE-Audio's contrastive text tower)
         if name == "input_ids" and param.default is inspect.Parameter.empty:
-            reals["input_ids"] = torch.full((batch, tokens), _TEXT_ID, dtype=torch.long)
+            reals["input_ids"] = torch.full((batch, tokens), TEXT_ID, dtype=torch.long)
     if "return_loss" in params:
         trained = "the model's contrastive loss (return_loss)"
     if any(isinstance(getattr(x, "layerdrop", None), float) and x.layerdrop for x in (config, *model.modules())):
@@ -302,17 +302,11 @@ def training_loss(m: nn.Module, x: dict[str, torch.Tensor], contrastive: bool) -
 
 def forward_audio_workload(model: nn.Module, media: MediaInputs, *, seed: int = 0) -> Workload:
     """The workload of ``model`` on ``media`` (see the module docstring)."""
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     fed = feed(model, media, seed=seed)
 
     def make_inputs() -> dict[str, torch.Tensor]:
-        made: dict[str, torch.Tensor] = {}
-        for name, real in {**fed.forward, **fed.extra}.items():
-            if real.dtype.is_floating_point:
-                made[name] = torch.empty(real.shape, dtype=dtype)
-            else:
-                made[name] = know(torch.empty(real.shape, dtype=real.dtype), real)
-        return made
+        return known_fakes({**fed.forward, **fed.extra}, dtype)
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         return training_loss(m, x, fed.contrastive)
@@ -356,11 +350,11 @@ class CtcKernels(TorchDispatchMode):
 
 def _longest(target_lengths: Any, targets: torch.Tensor) -> int:
     """The longest target: from the known lengths, else the padded targets' width."""
-    from estimator.peak.fakes.known_values import _value
+    from estimator.peak.fakes.known_values import known_value
 
     if isinstance(target_lengths, (list, tuple)):
         return int(max(target_lengths, default=0))
-    real = _value(target_lengths)
+    real = known_value(target_lengths)
     if real is not None:
         with _disable_current_modes():
             return int(real.max()) if real.numel() else 0

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from estimator.peak.inputs.audio.encoders import FORWARD_TYPES, forward_audio_inputs, forward_audio_workload, forward_simulated
-from estimator.peak.inputs.prompts.family import _TEXT_ID, Media, MediaInputs
+from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
 
 __all__ = ["SPEECH", "Speech", "audio_inputs", "audio_simulated", "audio_workload", "simulated_audio_types"]
 
@@ -87,7 +87,7 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
     if model_type == "whisper":
         tensors.pop("attention_mask", None)  # Whisper's generate takes the padded 30 s window, no mask
     vocab = int(getattr(config, "vocab_size", 1000))
-    tensors["labels"] = torch.from_numpy(rng.integers(_TEXT_ID, max(vocab, _TEXT_ID + 1), (batch_size, text_len))).long()
+    tensors["labels"] = torch.from_numpy(rng.integers(TEXT_ID, max(vocab, TEXT_ID + 1), (batch_size, text_len))).long()
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items() if k != "labels")
     words = (f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}; {shapes}); "
              f"training labels: {text_len} decoder tokens")

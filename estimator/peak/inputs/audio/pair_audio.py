@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from estimator.peak.workload import model_dtype
+
 __all__ = ["audio_features"]
 
 Maker = Callable[[], dict[str, torch.Tensor]]
@@ -28,7 +30,7 @@ Maker = Callable[[], dict[str, torch.Tensor]]
 def audio_features(model: nn.Module, b: int) -> tuple[str, Maker] | None:
     """Words and a maker for the audio inputs of CLAP or CLVP; None for another model."""
     config: Any = model.config
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     if config.model_type == "clap":
         from transformers import ClapFeatureExtractor
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from estimator.peak.inputs.prompts.family import _TEXT_ID, Media, MediaInputs
+from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
 
 __all__ = ["BPM", "pop2piano_features", "pop2piano_inputs", "pop2piano_workload"]
 
@@ -68,7 +68,7 @@ def pop2piano_inputs(config: Any, media: Media, *, batch_size: int, text_len: in
     tensors = pop2piano_features(extractor, clips)
     rows = int(tensors["input_features"].shape[0])
     vocab = int(getattr(config, "vocab_size", 1000))
-    tensors["labels"] = torch.from_numpy(rng.integers(_TEXT_ID, max(vocab, _TEXT_ID + 1), (rows, text_len))).long()
+    tensors["labels"] = torch.from_numpy(rng.integers(TEXT_ID, max(vocab, TEXT_ID + 1), (rows, text_len))).long()
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items() if k != "labels")
     words = (f"{seconds:g} s of audio at {rate} Hz per sample (Pop2PianoFeatureExtractor; beats assumed at a steady "
              f"{BPM:g} bpm, cut every {extractor.num_bars} bars; {shapes}); generate with composer1; "

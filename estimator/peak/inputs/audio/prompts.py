@@ -4,7 +4,7 @@ An audio-text-to-text model (Qwen2-Audio, Audio Flamingo 3, GLM-ASR, Qwen3-ASR..
 which each clip became the processor's run of audio tokens, beside the feature extractor's features.
 ``prompt_inputs`` builds them with the transformers processor ``model_type`` maps to
 (``PROCESSOR_MAPPING_NAMES``), a stand-in tokenizer that knows its special tokens under the ids the
-model config gives them (:func:`estimator.peak.inputs.prompts.processors._tokenizer`, as for images) and the feature
+model config gives them (:func:`estimator.peak.inputs.prompts.processors.family_tokenizer`, as for images) and the feature
 extractor transformers maps the type to, built from the repo's ``preprocessor_config.json`` or, without
 one, from the model config (mel bins...). The processor is run on one clip of random audio per prompt
 (``--audio-seconds``; default: the extractor's window, 30 s for Whisper's, else 10 s) and ``text_len``
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from estimator.peak.inputs.prompts.family import _TEXT_ID, Family, Media, MediaInputs, _tokenizer
+from estimator.peak.inputs.prompts.family import TEXT_ID, Family, Media, MediaInputs, family_tokenizer
 
 __all__ = ["PROMPT_TYPES", "SEQ2SEQ", "prompt_inputs"]
 
@@ -151,7 +151,7 @@ def _prompt_inputs(model_type: str, prompt: AudioPrompt, config: Any, media: Med
     # the prompts are all alike (never padded): the pad token's id is any free one
     family = Family(tokens={**prompt.tokens, "<|stand_in_pad|>": ()}, placeholder=prompt.placeholder,
                     attributes={"audio_token": prompt.audio_token, **prompt.attributes})
-    tokenizer = _tokenizer(config, family)
+    tokenizer = family_tokenizer(config, family)
     tokenizer.pad_token = "<|stand_in_pad|>"
     cls = getattr(transformers, PROCESSOR_MAPPING_NAMES[model_type])
     kwargs = dict(prompt.processor(config))
@@ -190,7 +190,7 @@ def _seq2seq_inputs(config: Any, media: Media, *, batch_size: int, text_len: int
     keep = (extractor.model_input_names[0], "attention_mask")
     tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor) and k in keep}
     vocab = int(getattr(config.get_text_config(decoder=True), "vocab_size", 1000) or 1000)
-    labels = np.random.default_rng(seed + 1).integers(_TEXT_ID, max(vocab, _TEXT_ID + 1), (batch_size, text_len))
+    labels = np.random.default_rng(seed + 1).integers(TEXT_ID, max(vocab, TEXT_ID + 1), (batch_size, text_len))
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
     tensors["labels"] = torch.from_numpy(labels).long()
     words = (f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}; {shapes}); "

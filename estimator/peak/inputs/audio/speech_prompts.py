@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from estimator.peak.inputs.prompts.family import _TEXT_ID, Media, MediaInputs
+from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
 
 __all__ = ["SPEECH_PROMPT_TYPES", "speech_prompt_inputs"]
 
@@ -89,14 +89,14 @@ def _mel_stand_in() -> Iterator[None]:
 def _granite(config: Any, media: Media, b: int, text_len: int, seed: int) -> MediaInputs:
     from transformers import GraniteSpeechFeatureExtractor, GraniteSpeechProcessor
 
-    from estimator.peak.inputs.prompts.family import Family, _tokenizer
+    from estimator.peak.inputs.prompts.family import Family, family_tokenizer
 
     settings = media.preprocessor or {"n_mels": int(config.encoder_config.input_dim) // 2,
                                       "projector_window_size": int(config.window_size),
                                       "projector_downsample_rate": int(config.downsample_rate)}
     family = Family(tokens={"<|audio|>": ("audio_token_index", "audio_token_id")}, placeholder="<|audio|>",
                     attributes={"audio_token": "<|audio|>"})
-    tokenizer = _tokenizer(config, family)
+    tokenizer = family_tokenizer(config, family)
     seconds = float(media.audio_seconds or 10.0)
     with _mel_stand_in():
         extractor = GraniteSpeechFeatureExtractor(**{k: v for k, v in settings.items()
@@ -132,7 +132,7 @@ def _voxtral(config: Any, media: Media, b: int, text_len: int, seed: int) -> Med
     text = config.text_config
     bos = int(getattr(text, "bos_token_id", None) or 1)
     inst, begin, end = _free_ids(config, 3)
-    row = [bos, inst, begin, *([int(config.audio_token_id)] * tokens), *([_TEXT_ID] * text_len), end]
+    row = [bos, inst, begin, *([int(config.audio_token_id)] * tokens), *([TEXT_ID] * text_len), end]
     ids = torch.tensor([row] * b, dtype=torch.long)
     tensors = {"input_ids": ids, "input_features": features}
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in tensors.items())
@@ -146,9 +146,9 @@ def _free_ids(config: Any, n: int, text: Any = None) -> list[int]:
     """``n`` ids of the text vocabulary (of ``text``, else the text config) that are neither a configured special
     token nor the text word (tokens a tokenizer writes; their values do not change the memory)."""
     text = text if text is not None else config.text_config
-    taken = {_TEXT_ID, int(config.audio_token_id)}
+    taken = {TEXT_ID, int(config.audio_token_id)}
     taken |= {v for k, v in {**vars(config), **vars(text)}.items() if k.endswith("token_id") and isinstance(v, int)}
-    return [i for i in range(_TEXT_ID + 1, int(text.vocab_size)) if i not in taken][:n]
+    return [i for i in range(TEXT_ID + 1, int(text.vocab_size)) if i not in taken][:n]
 
 
 def _higgs(config: Any, media: Media, b: int, text_len: int, seed: int) -> MediaInputs:
@@ -171,7 +171,7 @@ def _higgs(config: Any, media: Media, b: int, text_len: int, seed: int) -> Media
     n = int(delayed.shape[0])
     audio_eos = _free_ids(config, 1, text=config)[0]
     out_bos, audio, delay = int(config.audio_bos_token_id), int(config.audio_token_id), int(config.audio_delay_token_id)
-    row = [*([_TEXT_ID] * text_len), out_bos, *([audio] * (n - (books - 1))), *([delay] * (books - 1)), audio_eos, out_bos]
+    row = [*([TEXT_ID] * text_len), out_bos, *([audio] * (n - (books - 1))), *([delay] * (books - 1)), audio_eos, out_bos]
     ids = torch.tensor([row] * b, dtype=torch.long)
     labels = ids.masked_fill((ids == audio) | (ids == out_bos), -100)
     audio_ids = delayed.unsqueeze(0).expand(b, -1, -1).contiguous()

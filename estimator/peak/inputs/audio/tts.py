@@ -88,10 +88,10 @@ class _InsideTailBound(TorchDispatchMode):
     comparisons are known true as well (which bin changes the values gathered, not their shapes)."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        from estimator.peak.fakes.known_values import _value, know
+        from estimator.peak.fakes.known_values import know, known_value
 
         out = func(*args, **(kwargs or {}))
-        if func in _COMPARISONS and isinstance(out, torch._subclasses.fake_tensor.FakeTensor) and _value(out) is None:
+        if func in _COMPARISONS and isinstance(out, torch._subclasses.fake_tensor.FakeTensor) and known_value(out) is None:
             with _disable_current_modes():
                 real = torch.ones(tuple(out.shape), dtype=torch.bool)
             know(out, real)

@@ -32,7 +32,7 @@ import numpy as np
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from estimator.peak.workload import Workload
+from estimator.peak.workload import Workload, model_dtype
 
 __all__ = ["IBERT_RANGE", "VQ_IMAGE_SIDE", "workload"]
 
@@ -52,7 +52,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return None
     from estimator.peak.inputs.generic import ordinary_token
     from estimator.peak.inputs.other.models import Found
-    from estimator.peak.inputs.other.workloads import _forward_all
+    from estimator.peak.inputs.other.workloads import arrays_workload
     from estimator.peak.inputs.routing import with_ties
 
     b, n = batch_size, seq_len
@@ -67,7 +67,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     padded = -(-n // window) * window
     description = (f"input_ids {b}x{n}, attention_mask ones (the model pads both to {padded}, a multiple of its "
                    f"attention_window {window}; no global attention)" + ("; training labels" if "labels" in arrays else ""))
-    found = _forward_all(model, arrays, description, Found(arrays, description, infer_drops=("labels",)))
+    found = arrays_workload(model, arrays, description, Found(arrays, description, infer_drops=("labels",)))
     return replace(found, context=with_ties(found.context, ties=False))
 
 
@@ -82,7 +82,7 @@ def _vq_workload(model: nn.Module, b: int, side: int) -> Workload:
     patch = GlmImageVisionConfig().patch_size
     grid = max(1, side // int(patch if isinstance(patch, int) else patch[0]))
     shape = (b, int(config.latent_channels), grid, grid)
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
 
     def make_inputs() -> dict[str, torch.Tensor]:
         return {"hidden_states": torch.randn(shape, dtype=dtype)}
@@ -138,11 +138,11 @@ class _Ranges(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         import torch
 
-        from estimator.peak.fakes.known_values import _value, know
+        from estimator.peak.fakes.known_values import know, known_value
 
         out = func(*args, **(kwargs or {}))
         if func in (torch.ops.aten.min.default, torch.ops.aten.max.default) and args[0].is_floating_point() \
-                and _value(args[0]) is None and isinstance(out, torch._subclasses.fake_tensor.FakeTensor):
+                and known_value(args[0]) is None and isinstance(out, torch._subclasses.fake_tensor.FakeTensor):
             with _disable_current_modes():
                 know(out, torch.tensor(IBERT_RANGE[func is torch.ops.aten.max.default], dtype=out.dtype))
         return out

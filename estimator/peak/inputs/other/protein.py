@@ -16,7 +16,7 @@ Here the real ``EvollaProcessor`` is run, its settings at the class's defaults (
   special tokens, then every amino acid of ``ACDEFGHIKLMNPQRSTVWY#`` with every foldseek letter of
   ``pynwrqhgdlvtmfsaeikc#``, 446 tokens, the config's ``protein_encoder_config.vocab_size``; "Ad" is id 13, as in
   transformers' own processor test of the Evolla-10B-hf tokenizer);
-- one user message of ``seq_len`` words, read by a word-level stand-in tokenizer (:func:`estimator.peak.inputs.prompts.family._tokenizer`,
+- one user message of ``seq_len`` words, read by a word-level stand-in tokenizer (:func:`estimator.peak.inputs.prompts.family.family_tokenizer`,
   as the vision-language models' text is) whose chat template writes the messages' contents: ``seq_len`` text tokens.
 
 So a ``seq_len`` of L feeds ``min(L + 2, 1024)`` protein tokens and ``min(L, 512)`` text tokens, the processor's own
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from estimator.peak.inputs.prompts.family import Family, MediaInputs, _tokenizer
+from estimator.peak.inputs.prompts.family import Family, MediaInputs, family_tokenizer
 from estimator.peak.workload import Workload
 
 __all__ = ["SAPROT_AMINO_ACIDS", "SAPROT_FOLDSEEK", "SAPROT_SPECIALS", "protein_inputs", "protein_processor", "protein_tokenizer",
@@ -83,7 +83,7 @@ def protein_processor(config: Any) -> Any:
     name = PROCESSOR_MAPPING_NAMES.get(str(getattr(config, "model_type", "")))
     if name not in _PROTEIN_PROCESSORS:
         raise ValueError(f"{getattr(config, 'model_type', '')} has no protein processor this module runs")
-    text = _tokenizer(config, Family(tokens={_PAD_TOKEN: ()}, placeholder=""))
+    text = family_tokenizer(config, Family(tokens={_PAD_TOKEN: ()}, placeholder=""))
     text.chat_template = _CHAT_TEMPLATE
     return processor_class_from_name(str(name))(protein_tokenizer=protein_tokenizer(), tokenizer=text)
 

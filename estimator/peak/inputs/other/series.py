@@ -41,7 +41,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     if config is None or getattr(config, "model_type", None) not in _TYPES:
         return None
     from estimator.peak.inputs.other.models import Found
-    from estimator.peak.inputs.other.workloads import _forward_all
+    from estimator.peak.inputs.other.workloads import arrays_workload
 
     arrays, description = series_arrays(config, batch_size)
     if type(model).__name__.endswith("ForPrediction"):
@@ -50,9 +50,9 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
 
         samples = int(getattr(config, "num_parallel_samples", 100))
         description += f"; inference: generate ({samples} sample paths, {config.prediction_length} decoder passes)"
-        found = _forward_all(model, arrays, description, Found(arrays, description, infer=generate))
+        found = arrays_workload(model, arrays, description, Found(arrays, description, infer=generate))
     else:
-        found = _forward_all(model, arrays, description, Found(arrays, description))
+        found = arrays_workload(model, arrays, description, Found(arrays, description))
     if config.model_type != "autoformer":
         return found
     # Autoformer's attention picks the top-k autocorrelation delays and indexes and rolls by them: which

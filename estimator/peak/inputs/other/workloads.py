@@ -31,6 +31,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
+from estimator.peak.workload import model_dtype
+
 if TYPE_CHECKING:
     from estimator.peak.inputs.other.models import Found
     from estimator.peak.workload import Workload
@@ -57,7 +59,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     arrays = codec_arrays(model, batch_size, AUDIO_SECONDS)
     if arrays is not None:
         tensors, description = arrays
-        return _forward_all(model, tensors, description)
+        return arrays_workload(model, tensors, description)
     from estimator.peak.inputs.audio.stream_speech import stream_inputs
     from estimator.peak.inputs.audio.tts import tts_inputs
     from estimator.peak.inputs.other.models import model_inputs
@@ -65,7 +67,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     found = model_inputs(model, batch_size, seq_len) or tts_inputs(model, batch_size, seq_len) or stream_inputs(model, batch_size, seq_len)
     if found is None:
         return None
-    return _forward_all(model, found.arrays, found.description, found)
+    return arrays_workload(model, found.arrays, found.description, found)
 
 
 def codec_arrays(model: nn.Module, batch_size: int, seconds: float) -> tuple[dict[str, np.ndarray], str] | None:
@@ -171,7 +173,7 @@ def _parameters(model: nn.Module) -> list[str]:
         return []
 
 
-def _forward_all(model: nn.Module, arrays: dict[str, np.ndarray], description: str, found: Found | None = None) -> Workload:
+def arrays_workload(model: nn.Module, arrays: dict[str, np.ndarray], description: str, found: Found | None = None) -> Workload:
     """Feed every array by name (floats in the model's dtype; integers known values); training
     backpropagates the first output that carries a gradient, inference is one forward (or what
     ``found`` says a real run does)."""
@@ -179,7 +181,7 @@ def _forward_all(model: nn.Module, arrays: dict[str, np.ndarray], description: s
     from estimator.peak.fakes.known_values import KnownValues, know
     from estimator.peak.workload import ModelKind, Workload
 
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     scalars = scalar_buffers(model)  # before the model is made fake (estimator.build.scalars)
     prepare = found.prepare if found is not None and found.prepare is not None else (lambda m: None)
     drops = found.infer_drops if found is not None else ()

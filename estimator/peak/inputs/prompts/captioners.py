@@ -15,7 +15,7 @@
 
 Each processor is transformers' own class (the auto mapping's, else the one the model's docs use: TrOCR's for a
 ViT vision-encoder-decoder), its image processor built from the model config; the tokenizer is the stand-in of
-:func:`estimator.peak.inputs.prompts.processors._tokenizer`.
+:func:`estimator.peak.inputs.prompts.processors.family_tokenizer`.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ def _one_image(name: str, images: list[Any]) -> None:
 
 def _stand_in(config: Any) -> Any:
     """A second stand-in word-level tokenizer (InstructBLIP's Q-Former reads the prompt through its own)."""
-    from estimator.peak.inputs.prompts.family import Family, _tokenizer
+    from estimator.peak.inputs.prompts.family import Family, family_tokenizer
 
-    return _tokenizer(config, Family(tokens={}, placeholder=""))
+    return family_tokenizer(config, Family(tokens={}, placeholder=""))
 
 
 def _labels(proc: Any, batch: int, text_len: int) -> Any:

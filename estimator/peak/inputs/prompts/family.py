@@ -17,8 +17,8 @@ __all__ = ["Family", "Media", "MediaInputs", "plain_inputs"]
 
 logger = logging.getLogger(__name__)
 
-_TEXT_ID = 5  # the id of every text word of the prompt ("a")
-_UNK_ID = 0
+TEXT_ID = 5  # the id of every text word of the prompt ("a")
+UNK_ID = 0
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,11 @@ def plain_inputs(model: Any, plain: dict[str, Any]) -> dict[str, Any]:
             if k in named and named[k].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
 
 
-def _vision(config: Any) -> Any:
+def vision_config(config: Any) -> Any:
     return getattr(config, "vision_config", None)
 
 
-def _token_id(config: Any, *names: str) -> int | None:
+def config_token_id(config: Any, *names: str) -> int | None:
     for name in names:
         name, _, index = name.partition("[")  # "visual_indicator_token_ids[2]": the third of a list (Ovis2)
         value = config
@@ -96,7 +96,7 @@ class Family:
     attributes: dict[str, str] = field(default_factory=dict)
     image_processor: Callable[[Any], dict[str, Any]] = lambda config: {}
     processor: Callable[[Any], dict[str, Any]] = lambda config: {}
-    default_size: Callable[[Any], int] = lambda config: int(getattr(_vision(config), "image_size", 224))
+    default_size: Callable[[Any], int] = lambda config: int(getattr(vision_config(config), "image_size", 224))
     extra_tokens: Callable[[], list[str]] = list
     known_pixels: bool = False  # the model asks the pixels a question (Idefics3: which images are padding)
     # transformers class names where the auto mappings name none for the model type ("processor",
@@ -116,24 +116,24 @@ class Family:
     decoder_text: bool = False  # the text is the decoder's (captioners): the call's ``labels`` are kept
 
 
-def _qwen_image(config: Any) -> dict[str, Any]:
-    vision = _vision(config)
+def qwen_image_settings(config: Any) -> dict[str, Any]:
+    vision = vision_config(config)
     return {"patch_size": vision.patch_size, "merge_size": vision.spatial_merge_size,
             "temporal_patch_size": vision.temporal_patch_size}
 
 
-def _tokenizer(config: Any, family: Family) -> Any:
+def family_tokenizer(config: Any, family: Family) -> Any:
     """A word-level tokenizer knowing the family's special tokens under the config's ids; every other word is one text token."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab_size = int(getattr(config.get_text_config(), "vocab_size", 1000) or 1000)
-    vocab = {"[UNK]": _UNK_ID, "a": _TEXT_ID}
-    free = iter(i for i in range(_TEXT_ID + 1, 1 << 30) if i not in set(vocab.values()))
+    vocab = {"[UNK]": UNK_ID, "a": TEXT_ID}
+    free = iter(i for i in range(TEXT_ID + 1, 1 << 30) if i not in set(vocab.values()))
     specials = [*family.tokens, *family.extra_tokens()]
-    taken = {_token_id(config, *family.tokens.get(s, ())) for s in specials} - {None}
+    taken = {config_token_id(config, *family.tokens.get(s, ())) for s in specials} - {None}
     for token in specials:
-        known = _token_id(config, *family.tokens.get(token, ()))
+        known = config_token_id(config, *family.tokens.get(token, ()))
         if known is None:
             known = next(i for i in free if i not in taken)
         vocab[token] = known

@@ -230,7 +230,7 @@ def _llama4_processor(config: Any) -> dict[str, Any]:
 
 def image_families() -> dict[str, Family]:
     """model_type -> its processor family."""
-    from estimator.peak.inputs.prompts.family import Family, _qwen_image
+    from estimator.peak.inputs.prompts.family import Family, qwen_image_settings
 
     llava_next = _llava_like(_llava_next_image)
     internvl = _internvl_like()
@@ -309,7 +309,7 @@ def image_families() -> dict[str, Family]:
                     "<|vision_end|>": ("vision_end_token_id",)},
             placeholder="<|vision_start|><|image_pad|><|vision_end|>",
             attributes={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
-            image_processor=_qwen_image, default_size=lambda config: 448),
+            image_processor=qwen_image_settings, default_size=lambda config: 448),
         "ovis2": Family(tokens={"<IMG_ATOM>": _IMAGE_IDS, **_OVIS_INDICATORS},
                         placeholder="<image>", attributes={"image_token": "<IMG_ATOM>"}, processor=_ovis2_processor,
                         image_processor=square, default_size=image_side),

@@ -26,7 +26,7 @@ from estimator.peak.inputs.prompts import generation
 from estimator.peak.inputs.prompts.family import plain_inputs
 from estimator.peak.inputs.prompts.processors import MediaInputs
 from estimator.peak.sim.prefill import prefill_kwargs
-from estimator.peak.workload import ModelKind, Workload
+from estimator.peak.workload import ModelKind, Workload, model_dtype
 
 __all__ = ["ENCODERS", "MediaWorkload", "encoder_labelled", "media_workload"]
 
@@ -91,7 +91,7 @@ class MediaWorkload(Workload):
 
 def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
     """The workload of ``model`` on ``media`` (one batch of processor outputs); see the module docstring."""
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     config: Any = model.config
     seq2seq = bool(config.is_encoder_decoder)
     # an encoder-decoder whose config has no pad_token_id (Moonshine) cannot shift its labels into decoder

@@ -28,44 +28,44 @@ import torch
 __all__ = ["FAMILIES", "Media", "MediaInputs", "family_of", "images_simulated", "media_inputs"]
 
 from estimator.peak.inputs.prompts.family import (  # noqa: F401 - re-exported: the names this module always had
-    _TEXT_ID,
-    _UNK_ID,
+    TEXT_ID,
+    UNK_ID,
     Family,
     Media,
     MediaInputs,
-    _qwen_image,
-    _token_id,
-    _tokenizer,
-    _vision,
+    config_token_id,
+    family_tokenizer,
+    qwen_image_settings,
+    vision_config,
 )
 from estimator.peak.inputs.prompts.video import VIDEO_PLACEHOLDERS, frame_size, video_call, video_processor, video_simulated, video_words
 
 logger = logging.getLogger(__name__)
 
 def _square(config: Any) -> dict[str, Any]:
-    size = int(_vision(config).image_size)
+    size = int(vision_config(config).image_size)
     return {"size": {"height": size, "width": size}}
 
 
 def _llava_processor(config: Any) -> dict[str, Any]:
-    vision = _vision(config)
+    vision = vision_config(config)
     cls_token = 1 if getattr(vision, "model_type", "") == "clip_vision_model" else 0
     return {"patch_size": vision.patch_size, "vision_feature_select_strategy": config.vision_feature_select_strategy,
             "num_additional_image_tokens": cls_token}
 
 
 def _llava_image(config: Any) -> dict[str, Any]:
-    size = int(_vision(config).image_size)
+    size = int(vision_config(config).image_size)
     return {"size": {"shortest_edge": size}, "crop_size": {"height": size, "width": size}}
 
 
 def _idefics_image(config: Any) -> dict[str, Any]:
-    size = int(_vision(config).image_size)
+    size = int(vision_config(config).image_size)
     return {"size": {"longest_edge": 4 * size}, "max_image_size": {"longest_edge": size}}
 
 
 def _idefics_processor(config: Any) -> dict[str, Any]:
-    vision = _vision(config)
+    vision = vision_config(config)
     return {"image_seq_len": int((vision.image_size // vision.patch_size) ** 2 / config.scale_factor**2)}
 
 
@@ -74,12 +74,12 @@ def _row_col_tags() -> list[str]:
 
 
 def _mllama_image(config: Any) -> dict[str, Any]:
-    vision = _vision(config)
+    vision = vision_config(config)
     return {**_square(config), "max_image_tiles": vision.max_num_tiles}
 
 
 def _paligemma_image(config: Any) -> dict[str, Any]:
-    vision = _vision(config)
+    vision = vision_config(config)
     return {**_square(config), "image_seq_length": (vision.image_size // vision.patch_size) ** 2}
 
 
@@ -88,7 +88,7 @@ _QWEN = Family(
             "<|vision_start|>": ("vision_start_token_id",), "<|vision_end|>": ("vision_end_token_id",)},
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     attributes={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
-    image_processor=_qwen_image,
+    image_processor=qwen_image_settings,
     default_size=lambda config: 448,
 )
 _IDEFICS = Family(
@@ -196,7 +196,7 @@ def _processor(model_type: str, family: Family, config: Any, image_processor: An
                                                         _sibling(model_type))
         else:
             kwargs["video_processor"] = _video_processor(model_type, family, config)
-    return cls(image_processor=image_processor, tokenizer=_tokenizer(config, family), **kwargs)
+    return cls(image_processor=image_processor, tokenizer=family_tokenizer(config, family), **kwargs)
 
 
 def _video_processor(model_type: str, family: Family, config: Any) -> Any:

@@ -49,6 +49,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from estimator.peak.fakes.known_values import know
+from estimator.peak.workload import model_dtype
+
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
 
@@ -74,7 +77,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return None
     if model_type in DETR_TYPES and type(model).__name__.endswith("Model"):
         if image_size is None and model_type in _WINDOWED:
-            image_size = _side(getattr(config.backbone_config, "image_size", None))
+            image_size = image_side(getattr(config.backbone_config, "image_size", None))
         size = {"height": image_size, "width": image_size} if image_size else None
         real = processed(_PROCESSOR_OF.get(model_type, model_type), {"size": size} if size else {}, batch_size, image_size or 800)
         params = _parameters(model)
@@ -105,17 +108,17 @@ def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size:
     name = type(model).__name__
     if model_type == "mgp-str":
         height, width = (list(config.image_size) * 2)[:2] if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
-        real = _as_model_dtype(model, processed(model_type, {"size": {"height": int(height), "width": int(width)}}, batch_size,
+        real = as_model_dtype(model, processed(model_type, {"size": {"height": int(height), "width": int(width)}}, batch_size,
                                                 image_size or int(width)))
-        shapes = _shapes(real)
+        shapes = shapes_text(real)
 
         def heads_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
             logits = m(**x).logits  # the character, BPE and WordPiece heads: a real training trains all three
             return sum((t.float().sum() for t in logits), torch.zeros(()))
 
-        return Workload(ModelKind.VISION_BASE, _maker(real), heads_loss, lambda m, x: m(**x), f"{name}: {shapes}", KnownValues)
+        return Workload(ModelKind.VISION_BASE, known_inputs_maker(real), heads_loss, lambda m, x: m(**x), f"{name}: {shapes}", KnownValues)
     if model_type == "pp_lcnet" and name.endswith("ForImageClassification"):
-        real = _as_model_dtype(model, processed(model_type, {}, batch_size, image_size or 224))
+        real = as_model_dtype(model, processed(model_type, {}, batch_size, image_size or 224))
         classes = int(config.num_labels)
 
         def class_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -123,8 +126,8 @@ def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size:
             logits = m(**x).last_hidden_state
             return torch.nn.functional.cross_entropy(logits, torch.randint(0, classes, (logits.shape[0],)))
 
-        return Workload(ModelKind.IMAGE_CLASSIFICATION, _maker(real), class_loss, lambda m, x: m(**x),
-                        f"{name}: {_shapes(real)}, cross-entropy against {classes} classes", KnownValues)
+        return Workload(ModelKind.IMAGE_CLASSIFICATION, known_inputs_maker(real), class_loss, lambda m, x: m(**x),
+                        f"{name}: {shapes_text(real)}, cross-entropy against {classes} classes", KnownValues)
     if model_type == "imagegpt" and name.endswith("ForImageClassification"):
         # the processor quantizes each pixel of an image of n_positions pixels to the nearest of the vocab - 1 colour
         # clusters: input_ids (B, n_positions). The checkpoint's palette is not in the config; an even 3-d grid of
@@ -140,27 +143,27 @@ def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size:
         def image_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
             return m(**x).loss
 
-        return Workload(ModelKind.IMAGE_CLASSIFICATION, _maker(real), image_loss,
+        return Workload(ModelKind.IMAGE_CLASSIFICATION, known_inputs_maker(real), image_loss,
                         lambda m, x: m(input_ids=x["input_ids"]),
                         f"{name}: an image of {side}x{side} pixels quantized by ImageGPTImageProcessor (input_ids in place of "
-                        f"pixel_values): {_shapes(real)}",
+                        f"pixel_values): {shapes_text(real)}",
                         KnownValues)
     if model_type == "seggpt":
         # one image and one prompt image with its mask, each half of the config's image_size (SegGPT stacks them)
         height, width = (list(config.image_size) * 2)[:2] if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
         half = {"height": int(height) // 2, "width": int(width)}
-        real = _as_model_dtype(model, processed(model_type, {"size": half}, batch_size, image_size or int(width), prompts=True))
-        return forward_all(ModelKind.VISION_BASE, _maker(real), f"{name}: image + prompt image and mask, {_shapes(real)}",
+        real = as_model_dtype(model, processed(model_type, {"size": half}, batch_size, image_size or int(width), prompts=True))
+        return forward_all(ModelKind.VISION_BASE, known_inputs_maker(real), f"{name}: image + prompt image and mask, {shapes_text(real)}",
                             KnownValues)
     return None
 
 
-def _shapes(real: dict[str, torch.Tensor]) -> str:
+def shapes_text(real: dict[str, torch.Tensor]) -> str:
     return ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in real.items())
 
 
-def _as_model_dtype(model: nn.Module, real: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+def as_model_dtype(model: nn.Module, real: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    dtype = model_dtype(model)
     return {k: v.to(dtype) if v.is_floating_point() else v for k, v in real.items()}
 
 
@@ -210,7 +213,7 @@ def _tower_inputs(model: nn.Module, parent: str, batch_size: int, image_size: in
     family = lookup(parent)
     settings = family.image_processor(SimpleNamespace(vision_config=config)) if family is not None else _patching(parent, config)
     size = int(image_size or (family.default_size(SimpleNamespace(vision_config=config)) if family is not None else 0)
-               or _side(getattr(config, "image_size", None)) or 224)
+               or image_side(getattr(config, "image_size", None)) or 224)
     real = processed(parent, settings, batch_size, size)
     params = _parameters(model)
     out: dict[str, torch.Tensor] = {}
@@ -245,7 +248,7 @@ def _patching(parent: str, config: Any) -> dict[str, Any]:
     return {k: int(v) for k, v in wanted.items() if v is not None and defaults.get(k) is not None}
 
 
-def _side(size: Any) -> int | None:
+def image_side(size: Any) -> int | None:
     if isinstance(size, (list, tuple)):
         return int(size[0])
     return int(size) if size else None
@@ -264,17 +267,15 @@ def _forward_sum(model: nn.Module, real: dict[str, torch.Tensor], what: str) -> 
     from estimator.peak.workload import ModelKind, forward_all
 
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in real.items())
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     real = {k: v.to(dtype) if v.is_floating_point() else v for k, v in real.items()}
-    return forward_all(ModelKind.VISION_BASE, _maker(real), f"{what}: {shapes}", KnownValues)
+    return forward_all(ModelKind.VISION_BASE, known_inputs_maker(real), f"{what}: {shapes}", KnownValues)
 
 
-def _maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
+def known_inputs_maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
     """Fakes of the processor's tensors inside a fake mode (integers known), the tensors themselves outside one."""
 
     def make_inputs() -> dict[str, torch.Tensor]:
-        from estimator.peak.fakes.known_values import know
-
         out: dict[str, torch.Tensor] = {}
         for key, value in real.items():
             made = torch.empty(value.shape, dtype=value.dtype)

@@ -98,7 +98,7 @@ def _vjepa2(model: nn.Module, batch_size: int, image_size: int | None) -> Worklo
     from transformers import VJEPA2VideoProcessor
 
     from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.inputs.vision.models import _as_model_dtype, _maker, _shapes
+    from estimator.peak.inputs.vision.models import as_model_dtype, known_inputs_maker, shapes_text
     from estimator.peak.workload import ModelKind, Workload
 
     config: Any = model.config
@@ -109,14 +109,14 @@ def _vjepa2(model: nn.Module, batch_size: int, image_size: int | None) -> Worklo
         processor = VJEPA2VideoProcessor(size={"shortest_edge": edge}, crop_size={"height": crop, "width": crop})
         rng = np.random.default_rng(0)
         clips = [rng.integers(0, 256, (int(config.frames_per_clip), edge, edge, 3), dtype=np.uint8) for _ in range(batch_size)]
-        real = _as_model_dtype(model, {k: v.to("cpu") for k, v in processor(videos=clips, return_tensors="pt").items()})
+        real = as_model_dtype(model, {k: v.to("cpu") for k, v in processor(videos=clips, return_tensors="pt").items()})
 
     def jepa_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         out = m(**x).predictor_output
         return torch.nn.functional.l1_loss(out.last_hidden_state, out.target_hidden_state.detach())
 
-    return Workload(ModelKind.VISION_BASE, _maker(real), jepa_loss, lambda m, x: m(**x),
-                    f"{type(model).__name__}: VJEPA2VideoProcessor clip, {_shapes(real)}; training: L1 of the predictor's "
+    return Workload(ModelKind.VISION_BASE, known_inputs_maker(real), jepa_loss, lambda m, x: m(**x),
+                    f"{type(model).__name__}: VJEPA2VideoProcessor clip, {shapes_text(real)}; training: L1 of the predictor's "
                     "output to the detached target states", KnownValues, full_first_step=True)
 
 
@@ -134,13 +134,13 @@ def _images(model: nn.Module, processor_type: str, side: int | None, batch_size:
     """The processor's images (at ``side`` square, else its own size) and ``extra`` inputs, fed by name;
     training backpropagates the sum of the first output."""
     from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.inputs.vision.models import _as_model_dtype, _maker, _shapes, processed
+    from estimator.peak.inputs.vision.models import as_model_dtype, known_inputs_maker, processed, shapes_text
     from estimator.peak.workload import ModelKind, forward_all
 
     settings = {"size": {"height": side, "width": side}} if side else {}
-    real = _as_model_dtype(model, processed(processor_type, settings, batch_size, side or 800))
+    real = as_model_dtype(model, processed(processor_type, settings, batch_size, side or 800))
     real.update(extra)
-    return replace(forward_all(ModelKind.VISION_BASE, _maker(real), f"{what}: {_shapes(real)}", context or KnownValues),
+    return replace(forward_all(ModelKind.VISION_BASE, known_inputs_maker(real), f"{what}: {shapes_text(real)}", context or KnownValues),
                    full_first_step=True)
 
 
@@ -174,17 +174,17 @@ def _rows_where() -> Iterator[None]:
 
 def _loftr(model: nn.Module, batch_size: int, image_size: int | None) -> Workload:
     from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.inputs.vision.models import _as_model_dtype, _maker, _shapes, _side, processed
+    from estimator.peak.inputs.vision.models import as_model_dtype, image_side, known_inputs_maker, processed, shapes_text
     from estimator.peak.workload import ModelKind, Workload
 
     config: Any = model.config
-    size = image_size or _side(getattr(config, "image_size", None)) or 480
-    real = _as_model_dtype(model, processed("efficientloftr", {}, batch_size, size, pairs=True))
+    size = image_size or image_side(getattr(config, "image_size", None)) or 480
+    real = as_model_dtype(model, processed("efficientloftr", {}, batch_size, size, pairs=True))
 
     def maps_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         maps = m(**x).feature_maps  # the library takes no labels: a user's loss reads the features it returns
         return sum((t.float().sum() for t in maps), torch.zeros(()))
 
-    return Workload(ModelKind.VISION_BASE, _maker(real), maps_loss, lambda m, x: m(**x),
-                    f"{type(model).__name__}: image pairs, {_shapes(real)}; training backpropagates the sum of its feature maps",
+    return Workload(ModelKind.VISION_BASE, known_inputs_maker(real), maps_loss, lambda m, x: m(**x),
+                    f"{type(model).__name__}: image pairs, {shapes_text(real)}; training backpropagates the sum of its feature maps",
                     KnownValues, full_first_step=True)

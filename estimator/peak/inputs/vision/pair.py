@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from estimator.peak.fakes.known_inputs import known
-from estimator.peak.workload import ModelKind
+from estimator.peak.workload import ModelKind, accepts, model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
@@ -55,12 +55,12 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     (:mod:`estimator.peak.inputs.vision.pair_more` is asked before this module, by :func:`estimator.peak.inputs.providers.workload_for`)."""
     config: Any = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    if model_type not in _DUAL | _BOXES | {"lxmert"} or not _accepts(model, "input_ids"):
+    if model_type not in _DUAL | _BOXES | {"lxmert"} or not accepts(model, "input_ids"):
         return None
     b = batch_size
     text = text_inputs(model, b, seq_len)
     parts = [text]
-    if model_type in _BOXES and _accepts(model, "bbox"):
+    if model_type in _BOXES and accepts(model, "bbox"):
         parts.append(_boxes(model, b, _text_len(model, seq_len)))
     if model_type == "lxmert":
         parts.append(_visual_feats(model, b))
@@ -70,16 +70,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
             return None
         parts.append(media)
     return pair_workload(model, parts)
-
-
-def _accepts(model: nn.Module, arg: str) -> bool:
-    from estimator.peak.workload import accepts
-
-    return accepts(model, arg)
-
-
-def _dtype(model: nn.Module) -> torch.dtype:
-    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
 def _text_config(config: Any) -> Any:
@@ -105,7 +95,7 @@ def _text_len(model: nn.Module, seq_len: int) -> int:
 def text_inputs(model: nn.Module, b: int, seq_len: int) -> tuple[str, Maker]:
     """Ordinary tokens (no special id) with the all-ones mask, as a tokenizer pads a batch of equal prompts;
     ``seq_len`` tokens, at most the text tower's positions."""
-    from estimator.peak.inputs.generic import _known_ids, ordinary_token
+    from estimator.peak.inputs.generic import known_ids, ordinary_token
 
     config: Any = model.config
     vocab = int(getattr(_text_config(config), "vocab_size", None) or 1000)
@@ -113,7 +103,7 @@ def text_inputs(model: nn.Module, b: int, seq_len: int) -> tuple[str, Maker]:
     n = _text_len(model, seq_len)
 
     def make() -> dict[str, torch.Tensor]:
-        return {"input_ids": _known_ids((b, n), vocab, token), "attention_mask": known((b, n), 1)}
+        return {"input_ids": known_ids((b, n), vocab, token), "attention_mask": known((b, n), 1)}
 
     capped = f" (seq_len {seq_len} capped at the text tower's positions)" if n < seq_len else ""
     return f"input_ids {b}x{n}{capped} + attention_mask", make
@@ -142,20 +132,20 @@ def _frames(config: Any) -> int | None:
 def _media(model: nn.Module, b: int, image_size: int | None) -> tuple[str, Maker] | None:
     """The image, video or audio input of a dual model."""
     config: Any = model.config
-    dtype = _dtype(model)
-    if _accepts(model, "input_features"):
+    dtype = model_dtype(model)
+    if accepts(model, "input_features"):
         from estimator.peak.inputs.audio.pair_audio import audio_features
 
         return audio_features(model, b)
     c, h, w = _image_size(config, image_size)
     if config.model_type == "tvp":  # TvpImageProcessor pads every frame to the visual prompter's max_img_size
         h = w = int(config.max_img_size)
-    key = "pixel_values_videos" if _accepts(model, "pixel_values_videos") else "pixel_values"
-    if not _accepts(model, key):
+    key = "pixel_values_videos" if accepts(model, "pixel_values_videos") else "pixel_values"
+    if not accepts(model, key):
         return None
     frames = _frames(config) if config.model_type in ("xclip", "videoprism", "tvp") else None
     shape = (b, c, h, w) if frames is None else (b, frames, c, h, w)
-    with_mask = _accepts(model, "pixel_mask")
+    with_mask = accepts(model, "pixel_mask")
 
     def make() -> dict[str, torch.Tensor]:
         made = {key: torch.randn(shape, dtype=dtype)}
@@ -171,7 +161,7 @@ def _boxes(model: nn.Module, b: int, n: int) -> tuple[str, Maker]:
     """Valid boxes, one per token: (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1, in the model's range."""
     config: Any = model.config
     if config.model_type == "bros":  # normalised coordinates (BrosProcessor's users divide by the page size)
-        dtype = _dtype(model)
+        dtype = model_dtype(model)
         return f"bbox {b}x{n}x4 (normalised corners)", lambda: {"bbox": known_boxes(b, n, dtype)}
     top = int(getattr(config, "max_2d_position_embeddings", 1024) or 1024) - 1
 
@@ -202,7 +192,7 @@ def known_boxes(b: int, n: int, dtype: torch.dtype) -> torch.Tensor:
 def _visual_feats(model: nn.Module, b: int) -> tuple[str, Maker]:
     config: Any = model.config
     feat, pos = int(config.visual_feat_dim), int(config.visual_pos_dim)
-    dtype = _dtype(model)
+    dtype = model_dtype(model)
 
     def make() -> dict[str, torch.Tensor]:
         return {"visual_feats": torch.randn(b, _OBJECTS, feat, dtype=dtype),
@@ -217,7 +207,7 @@ def pair_workload(model: nn.Module, parts: list[tuple[str, Maker]], kind: ModelK
     else the sum of the first output. Inference: one forward without the labels."""
     from estimator.peak.workload import Workload, first_tensor
 
-    contrastive = _accepts(model, "return_loss")
+    contrastive = accepts(model, "return_loss")
 
     def make_inputs() -> dict[str, torch.Tensor]:
         made: dict[str, torch.Tensor] = {}
@@ -238,11 +228,11 @@ def pair_workload(model: nn.Module, parts: list[tuple[str, Maker]], kind: ModelK
     words = " + ".join(w for w, _ in parts)
     loss = ("the model's loss on class labels" if "labels" in words else
             "the model's contrastive loss (return_loss=True)" if contrastive else "sum of the first output")
-    return Workload(kind, make_inputs, train_loss, infer, f"{words}; training loss: {loss}", context=_context)
+    return Workload(kind, make_inputs, train_loss, infer, f"{words}; training loss: {loss}", context=pair_context)
 
 
 @contextlib.contextmanager
-def _context() -> Iterator[None]:
+def pair_context() -> Iterator[None]:
     """The known input values (:class:`~estimator.peak.fakes.known_values.KnownValues`), and no argument
     validation in ``torch.distributions`` (GroupViT's Gumbel noise: the check reads a value to raise
     on a bad argument, which the model never passes; it allocates a few bytes)."""

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from estimator.peak.inputs.vision.pair import Maker, known, known_boxes, pair_workload, text_inputs
-from estimator.peak.workload import ModelKind
+from estimator.peak.workload import ModelKind, accepts, model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
@@ -46,7 +46,7 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     if getattr(config, "model_type", None) not in TYPES:
         return None
     b = batch_size
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     name = type(model).__name__
     if config.model_type == "siglip2" and name.endswith("ForImageClassification"):
         return pair_workload(model, [_naflex(config, b, dtype)], ModelKind.IMAGE_CLASSIFICATION)
@@ -56,15 +56,9 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return pair_workload(model, [text_inputs(model, b, seq_len)])
     if config.model_type == "omdet-turbo":
         return pair_workload(model, _omdet(model, b, image_size, dtype))
-    if config.model_type == "udop" and _takes(model, "bbox"):
+    if config.model_type == "udop" and accepts(model, "bbox"):
         return udop_workload(model, b, seq_len, image_size)
     return None
-
-
-def _takes(model: nn.Module, arg: str) -> bool:
-    from estimator.peak.workload import accepts
-
-    return accepts(model, arg)
 
 
 def _naflex(config: Any, b: int, dtype: torch.dtype) -> tuple[str, Maker]:
@@ -101,7 +95,7 @@ def _qformer(config: Any, b: int, dtype: torch.dtype) -> tuple[str, Maker]:
 
 
 def _omdet(model: nn.Module, b: int, image_size: int | None, dtype: torch.dtype) -> list[tuple[str, Maker]]:
-    from estimator.peak.inputs.generic import _known_ids, ordinary_token
+    from estimator.peak.inputs.generic import known_ids, ordinary_token
 
     config: Any = model.config
     # the backbone asserts its own img_size (640: OmDetTurboProcessor's size too)
@@ -113,9 +107,9 @@ def _omdet(model: nn.Module, b: int, image_size: int | None, dtype: torch.dtype)
 
     def make() -> dict[str, torch.Tensor]:
         return {"pixel_values": torch.randn(b, channels, size, size, dtype=dtype),
-                "classes_input_ids": _known_ids((b * k, _PROMPT), vocab, token),
+                "classes_input_ids": known_ids((b * k, _PROMPT), vocab, token),
                 "classes_attention_mask": known((b * k, _PROMPT), 1),
-                "tasks_input_ids": _known_ids((b, _PROMPT), vocab, token),
+                "tasks_input_ids": known_ids((b, _PROMPT), vocab, token),
                 "tasks_attention_mask": known((b, _PROMPT), 1),
                 "classes_structure": known((b,), k)}
 
@@ -131,13 +125,13 @@ def udop_workload(model: nn.Module, b: int, seq_len: int, image_size: int | None
     under each token's box (``combine_image_text_embeddings``). The simulation still stops there: the
     model unzips the patch indices into tuples of 0-d tensors and indexes with them, which reads their
     memory outside any op (a fake has none); it then falls back to the formula with that cause."""
-    from estimator.peak.inputs.generic import _known_ids, ordinary_token
-    from estimator.peak.inputs.vision.pair import _context
+    from estimator.peak.inputs.generic import known_ids, ordinary_token
+    from estimator.peak.inputs.vision.pair import pair_context
     from estimator.peak.sim.prefill import prefill_kwargs
     from estimator.peak.workload import ModelKind, Workload
 
     config: Any = model.config
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     vocab = int(config.vocab_size)
     token = ordinary_token(config, vocab)
     size = int(image_size or config.image_size)
@@ -146,9 +140,9 @@ def udop_workload(model: nn.Module, b: int, seq_len: int, image_size: int | None
     start = int(config.decoder_start_token_id or 0)
 
     def make() -> dict[str, torch.Tensor]:
-        return {"input_ids": _known_ids((b, n), vocab, token), "attention_mask": known((b, n), 1),
+        return {"input_ids": known_ids((b, n), vocab, token), "attention_mask": known((b, n), 1),
                 "bbox": known_boxes(b, n, dtype), "pixel_values": torch.randn(b, channels, size, size, dtype=dtype),
-                "labels": _known_ids((b, n), vocab, token)}
+                "labels": known_ids((b, n), vocab, token)}
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         return m(**x).loss
@@ -160,4 +154,4 @@ def udop_workload(model: nn.Module, b: int, seq_len: int, image_size: int | None
 
     words = (f"input_ids {b}x{n} + attention_mask + bbox {b}x{n}x4 (normalised corners) + pixel_values "
              f"{b}x{channels}x{size}x{size}; training: the model's loss on labels {b}x{n}")
-    return Workload(ModelKind.SEQ2SEQ_LM, make, train_loss, infer, words, context=_context)
+    return Workload(ModelKind.SEQ2SEQ_LM, make, train_loss, infer, words, context=pair_context)

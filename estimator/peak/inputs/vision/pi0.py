@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from estimator.peak.fakes.known_values import know
-from estimator.peak.workload import ModelKind, Workload
+from estimator.peak.fakes.known_values import known_fakes
+from estimator.peak.workload import ModelKind, Workload, model_dtype
 
 __all__ = ["workload"]
 
@@ -37,16 +37,10 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     if getattr(config, "model_type", None) != "pi0" or not hasattr(model, "sample_actions"):
         return None
     real = _processed(config, batch_size, seq_len, image_size, images)
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
 
     def make_inputs() -> dict[str, torch.Tensor]:
-        made: dict[str, torch.Tensor] = {}
-        for name, value in real.items():
-            if value.dtype.is_floating_point:
-                made[name] = torch.empty(value.shape, dtype=dtype)
-            else:
-                made[name] = know(torch.empty(value.shape, dtype=value.dtype), value)
-        return made
+        return known_fakes(real, dtype)
 
     def train_loss(m: nn.Module, x: dict[str, torch.Tensor]) -> torch.Tensor:
         return m(**x).loss
@@ -60,18 +54,18 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     words = (f"{cameras} camera image{'s' if cameras != 1 else ''} per prompt, {image_tokens} image tokens + "
              f"{seq_len} text tokens (PI0Processor; {shapes}); inference: sample_actions ({config.num_inference_steps} "
              f"denoising steps over the prefix cache); training: the flow-matching loss on the actions")
-    from estimator.peak.inputs.vision.pair import _context
+    from estimator.peak.inputs.vision.pair import pair_context
 
     # the action expert's token embedding is never used (it reads the actions' embeddings): no gradient, no optimizer
     # state for it, as the first step run in full shows
-    return Workload(ModelKind.MODULE, make_inputs, train_loss, infer, words, context=_context, full_first_step=True)
+    return Workload(ModelKind.MODULE, make_inputs, train_loss, infer, words, context=pair_context, full_first_step=True)
 
 
 def _processed(config: Any, b: int, seq_len: int, image_size: int | None, images: int) -> dict[str, torch.Tensor]:
     """PI0Processor's output for ``b`` prompts of ``images`` camera images and ``seq_len`` words."""
     from transformers import PI0ImageProcessor, PI0Processor
 
-    from estimator.peak.inputs.prompts.family import Family, _tokenizer
+    from estimator.peak.inputs.prompts.family import Family, family_tokenizer
 
     vlm = config.vlm_config
     vision = vlm.vision_config
@@ -79,7 +73,7 @@ def _processed(config: Any, b: int, seq_len: int, image_size: int | None, images
     tokens = (size // int(vision.patch_size)) ** 2
     family = Family(tokens={"<image>": ("image_token_id",), "<bos>": ("text_config.bos_token_id", "bos_token_id")},
                     placeholder="", attributes={"bos_token": "<bos>"})
-    tokenizer = _tokenizer(vlm, family)
+    tokenizer = family_tokenizer(vlm, family)
     image_processor = PI0ImageProcessor(size={"max_height": size, "max_width": size}, pad_size={"height": size, "width": size},
                                         image_seq_length=tokens)
     proc = PI0Processor(image_processor=image_processor, tokenizer=tokenizer, max_state_dim=int(config.max_state_dim),

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from estimator.peak.inputs.vision.sam_processing import VIDEO, VIDEO_FRAMES, input_side, maker, processed, shapes
+from estimator.peak.workload import model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
@@ -72,15 +73,11 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     return None
 
 
-def _dtype(model: nn.Module) -> torch.dtype:
-    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-
-
 def _accepted(model: nn.Module, real: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     import inspect
 
     params = set(inspect.signature(model.forward).parameters)
-    dtype = _dtype(model)
+    dtype = model_dtype(model)
     return {k: v.to(dtype) if v.is_floating_point() else v for k, v in real.items() if k in params}
 
 

@@ -81,10 +81,10 @@ def processed(model_type: str, side: int, raw: int, batch_size: int, *, points: 
 
 def maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
     """Fakes of the processor's tensors inside a fake mode (integers known), the tensors themselves outside one:
-    :func:`estimator.peak.inputs.vision.models._maker`, which every image provider uses."""
-    from estimator.peak.inputs.vision.models import _maker
+    :func:`estimator.peak.inputs.vision.models.known_inputs_maker`, which every image provider uses."""
+    from estimator.peak.inputs.vision.models import known_inputs_maker
 
-    return _maker(real)
+    return known_inputs_maker(real)
 
 
 def shapes(real: dict[str, torch.Tensor]) -> str:

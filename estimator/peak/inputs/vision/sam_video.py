@@ -27,7 +27,7 @@ from torch import nn
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
 
-from estimator.peak.workload import StepRefusedError
+from estimator.peak.workload import StepRefusedError, model_dtype
 
 __all__ = ["InferenceOnlyError", "StepRefusedError", "detector_tracker_workload", "video_workload"]
 
@@ -74,7 +74,7 @@ def video_workload(model: nn.Module, source: str, batch_size: int, image_size: i
         frames = rng.integers(0, 256, (VIDEO_FRAMES, raw, raw, 3), dtype=np.uint8)
         video = processor.video_processor(videos=[frames], return_tensors="pt")
         real = {"pixel_values_videos": video["pixel_values_videos"][0].to("cpu")}
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    dtype = model_dtype(model)
     real = {k: v.to(dtype) for k, v in real.items()}
     objects = list(range(1, batch_size + 1))
 
