@@ -179,7 +179,7 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
     """The simulated step of one dtype row (``peak_rows`` for one row; the fit solver calls it
     again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the whole
     model is simulated, so the caching allocator is replayed over every layer's allocations."""
-    from estimator.peak import simulate_peak
+    from estimator.peak.engine import simulate_peak
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
     with _SIMULATION_LOCK, _lora_targets_worded(resolved):
