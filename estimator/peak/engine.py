@@ -33,6 +33,7 @@ CUDA's choices: ``foreach`` AdamW, and SDPA modelled as the flash / memory-effic
 
 from __future__ import annotations
 
+import copy
 import gc
 import logging
 from dataclasses import dataclass, field, replace
@@ -42,17 +43,21 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from estimator.build.rejections import missing_field
+from estimator.errors import MalformedConfigError
 from estimator.options import Component
 from estimator.peak.inputs import routing
 from estimator.peak.inputs.prompts.processors import Media
 from estimator.peak.inputs.providers import workload_for
+from estimator.peak.inputs.registry import Modality, media_makers
+from estimator.peak.sim.batchnorm import batch_one_refusal
 from estimator.peak.sim.formula import formula_components
 from estimator.peak.sim.layers import extrapolated
 from estimator.peak.sim.materialize import materialize
 from estimator.peak.sim.steps import AFTER, StepPeak, simulate_step
 from estimator.peak.sim.tracker import PeakSnapshot
 from estimator.peak.sim.training import LoraTargetsError, Recipe, prepare
-from estimator.peak.workload import Workload, model_dtype
+from estimator.peak.workload import StepRefusedError, Workload, model_dtype
 
 __all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
 
@@ -104,7 +109,6 @@ def simulate_peak(
     extrapolate_layers: bool = True,
     recipe: Recipe | None = None,
     media: Media | None = None,
-    _media_run: bool = False,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -127,19 +131,23 @@ def simulate_peak(
     (:mod:`estimator.peak.inputs.prompts.processors`); ``seq_len`` is then the text tokens beside them. Where the step
     with them cannot be simulated, the text-only step is, with a note (never a formula in its place).
     """
-    if media is not None and not _media_run:
-        import copy
+    kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+                                  max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe)
+    if media is None:
+        return _simulate(model, **kwargs, media=None)
+    spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
+    result = _simulate(model, **kwargs, media=media)
+    if result.method == "simulated":
+        return result
+    text = _simulate(spare, **kwargs, media=None)
+    failed = next((n for n in result.notes if n.startswith("simulation failed")), "simulation failed").split("; formula used")[0]
+    return replace(text, notes=(f"images or audio not simulated ({failed}); the step was simulated with text inputs only",
+                                *text.notes))
 
-        spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
-        kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-                                      max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe)
-        result = simulate_peak(model, **kwargs, media=media, _media_run=True)
-        if result.method == "simulated":
-            return result
-        text = simulate_peak(spare, **kwargs)
-        failed = next((n for n in result.notes if n.startswith("simulation failed")), "simulation failed").split("; formula used")[0]
-        return replace(text, notes=(f"images or audio not simulated ({failed}); the step was simulated with text inputs only",
-                                    *text.notes))
+
+def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, seq_len: int, image_size: int | None,
+              max_new_tokens: int, extrapolate_layers: bool, recipe: Recipe | None, media: Media | None) -> PeakResult:
+    """:func:`simulate_peak` with or without ``media``, no fallback between them."""
     recipe = recipe or Recipe()
     counted = (_trainable_note(model, recipe),) if mode == "training" else ()
     if mode not in ("inference", "training"):
@@ -176,10 +184,6 @@ def simulate_peak(
 def _refuse_config(exc: Exception, model: nn.Module, mode: Mode) -> None:
     """A step that failed on the config, not on fake tensors (a field the modeling code reads is
     missing) is refused with that field named, as the real run would fail."""
-    from estimator.build.rejections import missing_field
-    from estimator.errors import MalformedConfigError
-    from estimator.peak.sim.batchnorm import batch_one_refusal
-    from estimator.peak.workload import StepRefusedError
 
     line = missing_field(exc, model, "training step" if mode == "training" else "forward")
     if line is not None:
@@ -197,7 +201,6 @@ _LORA_COUNTS: dict[tuple[str, str, int, tuple[str, ...] | None], int] = {}  # th
 def _trainable_note(model: nn.Module, recipe: Recipe) -> str:
     """How many parameters the step trains, counted on the whole model (LoRA: peft's adapters on a
     copy, once per model config, rank and targets)."""
-    import copy
 
     if recipe.lora_rank is None:
         count = sum({id(p): p.numel() for p in model.parameters() if p.requires_grad}.values())
@@ -303,13 +306,8 @@ def pick_workload(model: nn.Module, media: Media | None, batch_size: int, seq_le
     """The media workload where ``media`` is given and the model's processor can make its inputs; else
     the text (or vision) workload, with a note saying why the images or audio were left out."""
     if media is not None:
-        from estimator.peak.inputs.audio.features import audio_inputs, audio_workload
-        from estimator.peak.inputs.prompts.media import media_workload
-        from estimator.peak.inputs.prompts.processors import media_inputs
-
         speech = media.images == 0 and not media.video_frames  # speech models: no images or video, audio
-        made = audio_inputs if speech else media_inputs
-        run = audio_workload if speech else media_workload  # speech encoders: one forward
+        made, run = media_makers(Modality.AUDIO if speech else Modality.IMAGES)  # speech encoders: one forward
         try:
             # the known constants (and routing assumption) the text workload gets (estimator.peak.inputs.routing): GLM-5-Next's
             # indexer splits the attention mask back out of its packed keys to build its pools

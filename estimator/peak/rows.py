@@ -27,8 +27,19 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from estimator.build import torch_dtype
+from estimator.build.rejections import check_runnable
+from estimator.build.transformers_models import transformers_config
 from estimator.errors import BadOptionError, Option, UnsupportedError
+from estimator.load.rows import build, built_rows
 from estimator.options import Device, DType, Library, Mode
+from estimator.options.specs import DEFAULT_IMAGES
+from estimator.peak.engine import simulate_peak
+from estimator.peak.inputs.prompts.processors import Media, media_inputs
+from estimator.peak.inputs.registry import Modality, modality_of, simulated_with, types_with
+from estimator.peak.parallel.simulate import simulate_parallel
+from estimator.peak.parallel.tp import TPPlanError
+from estimator.peak.sim.training import LoraTargetsError, Recipe
 from estimator.result import Row
 from estimator.source.limits import position_field
 
@@ -73,8 +84,6 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
     An int4 row with LoRA is QLoRA: built in the compute dtype (``compute``, the
     ``bnb_compute_dtype``; bfloat16 when not given, QLoRA's usual setting), its Linear layers
     swapped for bitsandbytes' 4-bit ones, trained under autocast in that dtype."""
-    from estimator.build import torch_dtype
-    from estimator.peak.sim.training import Recipe
 
     training = work.training
     if dtype is DType.INT4:
@@ -104,7 +113,6 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
 
 @contextlib.contextmanager
 def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
-    from estimator.peak.sim.training import LoraTargetsError
 
     try:
         yield
@@ -117,7 +125,6 @@ def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
 
 
 def _linear_names(resolved: Resolved) -> list[str]:
-    from estimator.load.rows import build
 
     model = build(resolved, DType.FLOAT32)
     return [name for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) or type(m).__name__ == "Conv1D"]
@@ -143,7 +150,6 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
 
     ``work``, ``hardware`` and ``parallel`` were checked by :func:`estimator.options.check_supported`.
     """
-    from estimator.load.rows import built_rows
 
     if resolved.library not in (Library.TRANSFORMERS, Library.TIMM):
         raise UnsupportedError([
@@ -179,7 +185,6 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
     """The simulated step of one dtype row (``peak_rows`` for one row; the fit solver calls it
     again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the whole
     model is simulated, so the caching allocator is replayed over every layer's allocations."""
-    from estimator.peak.engine import simulate_peak
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
     with _SIMULATION_LOCK, _lora_targets_worded(resolved):
@@ -200,8 +205,6 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
 def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
     """The image (and video) tokens each prompt of ``work`` carries (0 for text models and speech models): what
     the model's processor expands its images and video into, so that a context limit counts them too."""
-    from estimator.build.transformers_models import transformers_config
-    from estimator.peak.inputs.prompts.processors import media_inputs
 
     media = media_request(resolved, work)
     if media is None or (media.images == 0 and not media.video_frames):
@@ -214,29 +217,26 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     """What each prompt carries besides text, for a model whose processor family is simulated with its
     inputs (:mod:`estimator.peak.inputs.prompts.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
     None for other models and for a vision-language prompt of text only (``images`` 0)."""
-    from estimator.options.specs import DEFAULT_IMAGES
-    from estimator.peak.inputs.audio.features import audio_simulated, simulated_audio_types
-    from estimator.peak.inputs.prompts.processors import Media, images_simulated, simulated_image_types
-    from estimator.peak.inputs.prompts.video import simulated_video_types, video_simulated
 
     shape = work.shape
     model_type = str(resolved.config.get("model_type") or "")
     preprocessor, processor = resolved.extra.get("preprocessor_config"), resolved.extra.get("processor_config")
-    if shape.video_frames and not video_simulated(model_type):
+    if shape.video_frames and not simulated_with(model_type, Modality.VIDEO):
         raise UnsupportedError([Option("video_frames"), f" shapes video-language models whose video processor is simulated "
-                                f"({', '.join(simulated_video_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.VIDEO))}); {resolved.name} ({model_type}) is not one of them."],
                                option="video_frames")
-    if shape.images and not images_simulated(model_type):
+    if shape.images and not simulated_with(model_type, Modality.IMAGES):
         raise UnsupportedError([Option("images"), f" shapes vision-language models whose processor is simulated "
-                                f"({', '.join(simulated_image_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.IMAGES))}); {resolved.name} ({model_type}) is not one of them."],
                                option="images")
-    if shape.audio_seconds is not None and not audio_simulated(model_type):
+    if shape.audio_seconds is not None and not simulated_with(model_type, Modality.AUDIO):
         raise UnsupportedError([Option("audio_seconds"), f" shapes speech models whose feature extractor is simulated "
-                                f"({', '.join(simulated_audio_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.AUDIO))}); {resolved.name} ({model_type}) is not one of them."],
                                option="audio_seconds")
-    if audio_simulated(model_type):
+    modality = modality_of(model_type)
+    if modality is Modality.AUDIO:
         return Media(audio_seconds=shape.audio_seconds, preprocessor=preprocessor, processor=processor)
-    if not images_simulated(model_type):
+    if modality is None:
         return None
     # a prompt with a video carries no image unless asked (--images)
     images = (0 if shape.video_frames else DEFAULT_IMAGES) if shape.images is None else shape.images
@@ -248,8 +248,6 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
 
 def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:
     """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
-    from estimator.build.rejections import check_runnable
-    from estimator.load.rows import build
 
     built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
     model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
@@ -260,8 +258,6 @@ def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype:
 def _parallel_row(resolved: Resolved, load_row: Row, model: nn.Module, work: WorkSpec, hardware: HardwareSpec,
                   parallel: ParallelSpec, recipe: Recipe | None) -> Row:
     """One row per GPU under ``parallel.strategy``; a row the strategy cannot simulate gets a null peak and a note."""
-    from estimator.peak.parallel.simulate import simulate_parallel
-    from estimator.peak.parallel.tp import TPPlanError
 
     try:
         with _SIMULATION_LOCK, _lora_targets_worded(resolved):

@@ -29,6 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from estimator.peak.fakes.known_values import know, known_value
+
 __all__ = ["KnownBounds"]
 
 _aten = torch.ops.aten
@@ -93,7 +95,6 @@ class KnownBounds(TorchDispatchMode):
 
 def _indices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
     """``argmin`` / ``argmax`` of an unknown float tensor: every index in ``[0, n)``."""
-    from estimator.peak.fakes.known_values import known_value
 
     x = args[0]
     if not (_is_fake(x) and x.is_floating_point() and known_value(x) is None and _is_fake(out) and _integer(out)):
@@ -107,7 +108,6 @@ def _indices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
 def _moved(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, *, data: tuple[int, ...],
            listed: bool = False) -> None:
     """An op that moves entries of bounded (or known) data: its output's values, known mask and range."""
-    from estimator.peak.fakes.known_values import know, known_value
 
     if not (_is_fake(out) and _integer(out)):
         return
@@ -150,7 +150,6 @@ def _moved(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, *
 
 def _equality(func: Any, args: tuple[Any, ...], out: Any) -> None:
     """``x == v`` / ``x != v`` of a bounded ``x`` and a known ``v`` outside its range: known."""
-    from estimator.peak.fakes.known_values import know, known_value
 
     x, other = args[0], args[1]
     found = bounds(x) if known_value(x) is None else None

@@ -29,6 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from estimator.peak.fakes.known_values import know, known_value
+
 __all__ = ["KnownConstants"]
 
 _aten = torch.ops.aten
@@ -50,7 +52,6 @@ class KnownConstants(TorchDispatchMode):
         self.finite = finite
 
     def __enter__(self) -> KnownConstants:
-        from estimator.peak.fakes.known_values import known_value
 
         fake_class = torch._subclasses.fake_tensor.FakeTensor
         self._format = fake_class.__format__
@@ -71,7 +72,6 @@ class KnownConstants(TorchDispatchMode):
         super().__exit__(*exc)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        from estimator.peak.fakes.known_values import know
 
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
@@ -107,7 +107,6 @@ def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 def _cat_parts(out: Any, inputs: list[torch.Tensor], dim: int) -> None:
     """Remember the known slices of a concatenation that ``KnownValues`` did not know as a whole."""
-    from estimator.peak.fakes.known_values import known_value
 
     if not _is_fake(out) or known_value(out) is not None or out.numel() > _MAX_FACTORY:
         return
@@ -156,7 +155,6 @@ def _across(inputs: list[torch.Tensor], dim: int) -> tuple[int, list[tuple[int, 
 
 def _part_out(func: Any, args: tuple[Any, ...], out: Any) -> None:
     """A select, slice or split of a tensor with known parts: the outputs inside one known part are known."""
-    from estimator.peak.fakes.known_values import know, known_value
 
     x = args[0]
     dim, parts = _PARTS[x]

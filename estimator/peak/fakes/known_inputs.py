@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from estimator.peak.fakes.known_values import know
+
 __all__ = ["known"]
 
 
@@ -12,8 +14,6 @@ def known(shape: tuple[int, ...], value: int | bool, dtype: torch.dtype = torch.
     """A tensor of ``value`` everywhere (a fake inside a fake mode, whose values
     :class:`~estimator.peak.fakes.known_values.KnownValues` knows; outside one: the real tensor)."""
     from torch.utils._python_dispatch import _disable_current_modes
-
-    from estimator.peak.fakes.known_values import know
 
     t = torch.full(shape, value, dtype=dtype)
     if not isinstance(t, torch._subclasses.fake_tensor.FakeTensor):

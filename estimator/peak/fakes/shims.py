@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from estimator.peak.fakes.known_values import KNOWN
+
 __all__ = ["OVERRIDES", "StandIns", "cpu_rng_states", "unpadded_masks"]
 
 
@@ -79,7 +81,6 @@ class StandIns(TorchDispatchMode):
 def _known_values(mask: Any) -> Any:
     """The real values of a fake padding mask made from inputs whose values are known
     (:mod:`estimator.peak.fakes.known_values`), else None: the simulated inputs have no padding, so all ones."""
-    from estimator.peak.fakes.known_values import KNOWN
 
     return KNOWN.get(mask)
 

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from estimator.peak.fakes.known_values import KnownValues, know
 from estimator.peak.sim.prefill import generate_kwargs, prefill_kwargs
 from estimator.peak.workload import ModelKind, Workload, accepts, first_tensor, forward_all, model_dtype
 
@@ -242,8 +243,6 @@ def workload_for(
             return m(input_ids=ids, decoder_input_ids=decoder_ids, **prefill_kwargs(m))
         return m(input_ids=ids)
 
-    from estimator.peak.fakes.known_values import KnownValues
-
     return Workload(kind, make_text, text_loss, text_infer, f"input_ids {b}x{n}", context=KnownValues)
 
 
@@ -265,8 +264,6 @@ def known_ids(shape: tuple[int, int], vocab: int, token: int) -> torch.Tensor:
     :class:`~estimator.peak.fakes.known_values.KnownValues` (outside a fake mode: random ids, as before): a model's questions about its ids (is there
     padding, ``padding_mask.any()``; how long is each sequence) are answered as the real run answers them."""
     from torch.utils._python_dispatch import _disable_current_modes
-
-    from estimator.peak.fakes.known_values import know
 
     ids = torch.randint(0, vocab, shape)
     if not isinstance(ids, torch._subclasses.fake_tensor.FakeTensor):

@@ -39,6 +39,7 @@ from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
 from estimator.peak.fakes.known_constants import KnownConstants
+from estimator.peak.fakes.known_values import KnownValues, know, known_value
 from estimator.peak.workload import Workload
 
 __all__ = ["ROUTING_NOTE", "AssumedTies", "KnownConstants", "assumed", "routes_by_values", "with_ties"]
@@ -58,7 +59,6 @@ class AssumedTies(KnownConstants):
     the indices of ``topk`` / ``max`` / ``argmax`` / ``sort`` of an unknown float tensor those of tied values."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        from estimator.peak.fakes.known_values import know, known_value
 
         kwargs = kwargs or {}
         if func not in _INDEXERS:
@@ -94,7 +94,6 @@ def assumed(model: nn.Module, workload: Workload) -> Workload:
     """``workload`` with the routing assumption where the model's router asks its values; with
     :class:`~estimator.peak.fakes.known_constants.KnownConstants` where a sparse-attention indexer builds its
     pools from the attention mask packed beside its keys (GLM-5-Next's ``index_kpool``); else unchanged."""
-    from estimator.peak.fakes.known_values import KnownValues
 
     if not routes_by_values(model):
         text = getattr(getattr(model, "config", None), "get_text_config", lambda: None)()

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from estimator.peak.fakes.known_values import KnownValues, know
 from estimator.peak.workload import model_dtype
 
 __all__ = ["Inputs", "patch_tower_inputs", "series_inputs"]
@@ -28,7 +29,6 @@ def patch_tower_inputs(model: nn.Module, b: int, image_size: int | None, patches
     ``grid_thw`` (B, 3) = (1, h, w) per image, h and w the patches per side of an ``image_size``
     image (the config's, else 224), cut to a multiple of ``spatial_merge_size``. The grid's values are
     known (:mod:`estimator.peak.fakes.known_values`): the tower loops over them."""
-    from estimator.peak.fakes.known_values import KnownValues
 
     config: Any = model.config
     patch = int(getattr(config, "patch_size", 14) or 14)
@@ -68,8 +68,6 @@ def _known_tensor(values: list[list[int]]) -> torch.Tensor:
     """A small integer tensor whose values :class:`~estimator.peak.fakes.known_values.KnownValues` knows
     inside a fake mode (outside one: the real tensor)."""
     from torch.utils._python_dispatch import _disable_current_modes
-
-    from estimator.peak.fakes.known_values import know
 
     t = torch.tensor(values, dtype=torch.long)
     if not isinstance(t, torch._subclasses.fake_tensor.FakeTensor):

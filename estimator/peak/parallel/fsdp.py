@@ -48,6 +48,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from estimator.options import Component
 from estimator.peak.engine import collect_garbage
 from estimator.peak.inputs.providers import workload_for
+from estimator.peak.sim import steps
 from estimator.peak.sim.materialize import materialize
 from estimator.peak.sim.steps import simulate_step
 from estimator.peak.sim.tracker import PeakSnapshot, StorageTracker
@@ -172,8 +173,6 @@ def _follow_fsdp(tracker: StorageTracker, *, gloo: bool) -> Iterator[None]:
             finally:
                 del held[:max(len(held) - GLOO_HELD, 0)]
         return run
-
-    from estimator.peak.sim import steps
 
     original_make = steps.make_optimizer
 

@@ -31,10 +31,12 @@ from torch import nn
 
 from estimator.options import Component, Offload, ParallelSpec, Strategy
 from estimator.peak.engine import PeakResult, collect_garbage, run_simulation
+from estimator.peak.inputs.providers import workload_for
 from estimator.peak.parallel.zero import StateBytes, ddp_bucket_bytes, zero_model_states
 from estimator.peak.sim.formula import state_bytes
 from estimator.peak.sim.layers import SAMPLE_LAYERS, extrapolated
-from estimator.peak.sim.steps import OUTPUTS_KEPT, StepPeak
+from estimator.peak.sim.materialize import materialize
+from estimator.peak.sim.steps import OUTPUTS_KEPT, StepPeak, simulate_step
 from estimator.peak.sim.tracker import PeakSnapshot, StorageTracker
 from estimator.peak.sim.training import Recipe, prepare
 
@@ -112,10 +114,6 @@ def _local_step(model: nn.Module, device: str, batch_size: int, seq_len: int, im
 
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-    from estimator.peak.inputs.providers import workload_for
-    from estimator.peak.sim.materialize import materialize
-    from estimator.peak.sim.steps import simulate_step
 
     if recipe.kbit:
         raise ValueError("QLoRA (bitsandbytes 4-bit) under DeepSpeed ZeRO is not simulated")

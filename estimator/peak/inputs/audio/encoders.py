@@ -31,7 +31,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from estimator.peak.fakes.known_values import KnownValues, known_fakes
+from estimator.peak.fakes.known_values import KnownValues, known_fakes, known_value
+from estimator.peak.inputs.audio.shapes import STATES_TYPES, TORCHAUDIO_TYPES, encoder_states, stand_in, torchaudio_class
 from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
 from estimator.peak.workload import ModelKind, Workload, first_tensor, model_dtype
 
@@ -94,7 +95,6 @@ def _extractor_class(model_type: str) -> type | None:
         module = CONFIG_MAPPING[model_type].__module__
         name = next((FEATURE_EXTRACTOR_MAPPING_NAMES[t] for t, c in CONFIG_MAPPING.items()
                      if c.__module__ == module and t in FEATURE_EXTRACTOR_MAPPING_NAMES), None)
-    from estimator.peak.inputs.audio.shapes import TORCHAUDIO_TYPES, torchaudio_class
 
     if model_type in TORCHAUDIO_TYPES:  # built and run with torchaudio's shapes (estimator.peak.inputs.audio.shapes)
         return torchaudio_class(model_type)
@@ -155,7 +155,6 @@ def forward_audio_inputs(config: Any, media: Media, *, batch_size: int, text_len
     """The extractor's tensors for ``batch_size`` clips of ``media.audio_seconds`` of random audio, named as the
     model's forward takes them (see the module docstring); ``text_len`` bounds the transcript of CTC labels."""
     model_type = getattr(config, "model_type", "")
-    from estimator.peak.inputs.audio.shapes import STATES_TYPES, encoder_states, stand_in
 
     if model_type in STATES_TYPES:  # a word timestamp encoder: its parent's encoder states
         made, described, length = encoder_states(config, media, batch_size=batch_size)
@@ -185,7 +184,6 @@ def forward_audio_inputs(config: Any, media: Media, *, batch_size: int, text_len
     for key, value in out.items():
         if isinstance(value, torch.Tensor):
             tensors[renamed.get(key, key)] = ~value.bool() if (model_type, key) in INVERTED else value
-    from estimator.peak.inputs.audio.shapes import TORCHAUDIO_TYPES
 
     standin = "; its torchaudio mel features as zeros of torchaudio's shapes: no torchaudio for this torch" \
         if model_type in TORCHAUDIO_TYPES else ""
@@ -350,7 +348,6 @@ class CtcKernels(TorchDispatchMode):
 
 def _longest(target_lengths: Any, targets: torch.Tensor) -> int:
     """The longest target: from the known lengths, else the padded targets' width."""
-    from estimator.peak.fakes.known_values import known_value
 
     if isinstance(target_lengths, (list, tuple)):
         return int(max(target_lengths, default=0))

@@ -18,7 +18,13 @@ import numpy as np
 import torch
 
 from estimator.peak.inputs.audio.encoders import FORWARD_TYPES, forward_audio_inputs, forward_audio_workload, forward_simulated
+from estimator.peak.inputs.audio.prompts import PROMPT_TYPES, prompt_inputs
+from estimator.peak.inputs.audio.speech_prompts import (
+    SPEECH_PROMPT_TYPES,
+    speech_prompt_inputs,  # Voxtral: no tokenizer file here
+)
 from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
+from estimator.peak.inputs.prompts.media import media_workload
 
 __all__ = ["SPEECH", "Speech", "audio_inputs", "audio_simulated", "audio_workload", "simulated_audio_types"]
 
@@ -57,11 +63,9 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
 
     model_type = getattr(config, "model_type", "")
-    from estimator.peak.inputs.audio.prompts import PROMPT_TYPES, prompt_inputs
 
     if model_type in PROMPT_TYPES:
         return prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
-    from estimator.peak.inputs.audio.speech_prompts import SPEECH_PROMPT_TYPES, speech_prompt_inputs  # Voxtral: no tokenizer file here
 
     if model_type in SPEECH_PROMPT_TYPES:
         return speech_prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
@@ -96,8 +100,6 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
 
 def audio_simulated(model_type: str) -> bool:
     """Whether ``model_type`` is fed audio made by its feature extractor (else: refused with ``--audio-seconds``)."""
-    from estimator.peak.inputs.audio.prompts import PROMPT_TYPES
-    from estimator.peak.inputs.audio.speech_prompts import SPEECH_PROMPT_TYPES
 
     return model_type in SPEECH or model_type == "pop2piano" or model_type in PROMPT_TYPES or model_type in SPEECH_PROMPT_TYPES or forward_simulated(model_type)
 
@@ -106,7 +108,6 @@ def audio_workload(model: Any, inputs: MediaInputs) -> Any:
     """The workload of a speech model on its extractor's ``inputs``: one forward (and the model's own loss) for
     encoders, CTC, classifiers and transducers (:mod:`estimator.peak.inputs.audio.encoders`), else ``generate``'s
     steps (:func:`estimator.peak.inputs.prompts.media.media_workload`)."""
-    from estimator.peak.inputs.prompts.media import media_workload
 
     if getattr(model.config, "model_type", "") in FORWARD_TYPES:
         return forward_audio_workload(model, inputs)
@@ -119,7 +120,5 @@ def audio_workload(model: Any, inputs: MediaInputs) -> Any:
 
 def simulated_audio_types() -> list[str]:
     """The model types fed audio, for messages."""
-    from estimator.peak.inputs.audio.prompts import PROMPT_TYPES
-    from estimator.peak.inputs.audio.speech_prompts import SPEECH_PROMPT_TYPES
 
     return sorted({*SPEECH, "pop2piano", *PROMPT_TYPES, *SPEECH_PROMPT_TYPES, *(t for t in FORWARD_TYPES if forward_simulated(t))})

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from estimator.peak.fakes.known_inputs import known
 from estimator.peak.workload import model_dtype
 
 __all__ = ["audio_features"]
@@ -44,7 +45,6 @@ def audio_features(model: nn.Module, b: int) -> tuple[str, Maker] | None:
         longer = np.asarray(made["is_longer"]).reshape(b, 1)
 
         def make_clap() -> dict[str, torch.Tensor]:
-            from estimator.peak.fakes.known_inputs import known
 
             return {"input_features": torch.randn(shape, dtype=dtype),
                     "is_longer": known(longer.shape, bool(longer.any()), torch.bool)}

@@ -20,6 +20,8 @@ import torch
 from torch import nn
 
 from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
+from estimator.peak.inputs.prompts.media import encoder_labelled, media_workload
+from estimator.peak.sim.prefill import prefill_kwargs
 
 __all__ = ["BPM", "pop2piano_features", "pop2piano_inputs", "pop2piano_workload"]
 
@@ -78,8 +80,6 @@ def pop2piano_inputs(config: Any, media: Media, *, batch_size: int, text_len: in
 
 def pop2piano_workload(model: nn.Module, inputs: MediaInputs) -> Any:
     """The speech workload whose inference is ``generate``'s first step after its mel conditioner."""
-    from estimator.peak.inputs.prompts.media import encoder_labelled, media_workload
-    from estimator.peak.sim.prefill import prefill_kwargs
 
     workload = media_workload(model, inputs)
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from estimator.peak.inputs.audio.shapes import stand_in, torchaudio_class
 from estimator.peak.inputs.prompts.family import TEXT_ID, Family, Media, MediaInputs, family_tokenizer
 
 __all__ = ["PROMPT_TYPES", "SEQ2SEQ", "prompt_inputs"]
@@ -108,8 +109,6 @@ def _extractor(model_type: str, config: Any, settings: dict[str, Any] | None, pr
     """The feature extractor transformers maps ``model_type`` to, from the repo's settings or the config."""
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
 
-    from estimator.peak.inputs.audio.shapes import torchaudio_class
-
     name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(model_type) or prompt.extractor_class
     cls = torchaudio_class(prompt.torchaudio) if prompt.torchaudio else feature_extractor_class_from_name(str(name)) if name else None
     if cls is None:
@@ -130,7 +129,6 @@ def _seconds(media: Media, extractor: Any) -> float:
 
 def prompt_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
     """The processor's inputs for ``batch_size`` prompts of one clip of ``media.audio_seconds`` and ``text_len`` text tokens."""
-    from estimator.peak.inputs.audio.shapes import stand_in
 
     model_type = getattr(config, "model_type", "")
     if model_type in SEQ2SEQ:

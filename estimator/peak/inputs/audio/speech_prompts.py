@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
+from estimator.peak.inputs.audio.shapes import STAND_IN
+from estimator.peak.inputs.prompts.family import TEXT_ID, Family, Media, MediaInputs, family_tokenizer
 
 __all__ = ["SPEECH_PROMPT_TYPES", "speech_prompt_inputs"]
 
@@ -71,8 +72,6 @@ def _mel_stand_in() -> Iterator[None]:
     module while the block runs, and the extractor's torchaudio checks with it."""
     from transformers.models.granite_speech import feature_extraction_granite_speech as module
 
-    from estimator.peak.inputs.audio.shapes import STAND_IN
-
     if hasattr(module, "torchaudio"):  # the real one
         yield
         return
@@ -88,8 +87,6 @@ def _mel_stand_in() -> Iterator[None]:
 
 def _granite(config: Any, media: Media, b: int, text_len: int, seed: int) -> MediaInputs:
     from transformers import GraniteSpeechFeatureExtractor, GraniteSpeechProcessor
-
-    from estimator.peak.inputs.prompts.family import Family, family_tokenizer
 
     settings = media.preprocessor or {"n_mels": int(config.encoder_config.input_dim) // 2,
                                       "projector_window_size": int(config.window_size),

@@ -36,7 +36,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from estimator.peak.inputs.generic import ordinary_token
 from estimator.peak.inputs.other.models import Found
+from estimator.peak.sim.prefill import prefill_kwargs
 
 __all__ = ["SECONDS", "stream_inputs"]
 
@@ -59,8 +61,6 @@ def _kyutai(config: Any, b: int) -> Found:
         KyutaiSpeechToTextFeatureExtractor,
     )
 
-    from estimator.peak.inputs.generic import ordinary_token
-
     extractor = KyutaiSpeechToTextFeatureExtractor(sampling_rate=int(config.codec_config.sampling_rate))
     rate = int(extractor.sampling_rate)
     rng = np.random.default_rng(0)
@@ -78,7 +78,6 @@ def _kyutai(config: Any, b: int) -> Found:
     bos = int(config.bos_token_id if config.bos_token_id is not None else text)
 
     def infer(m: nn.Module, x: dict[str, Any]) -> Any:
-        from estimator.peak.sim.prefill import prefill_kwargs
 
         codec: Any = m.codec_model
         codes = codec.encode(x["input_values"]).audio_codes.transpose(1, 2)  # (B, frames, books): the audio window
@@ -102,8 +101,6 @@ def _kyutai(config: Any, b: int) -> Found:
 def _voxtral_realtime(config: Any, b: int) -> Found:
     from transformers.models.voxtral_realtime.feature_extraction_voxtral_realtime import VoxtralRealtimeFeatureExtractor
 
-    from estimator.peak.inputs.generic import ordinary_token
-
     extractor = VoxtralRealtimeFeatureExtractor(feature_size=int(config.audio_config.num_mel_bins))
     rate, hop, per_token = int(extractor.sampling_rate), int(extractor.hop_length), int(config.audio_length_per_tok)
     samples = -(-int(SECONDS * rate) // (hop * per_token)) * hop * per_token  # whole positions
@@ -119,7 +116,6 @@ def _voxtral_realtime(config: Any, b: int) -> Found:
     prompt = 1 + delay
 
     def infer(m: nn.Module, x: dict[str, Any]) -> Any:
-        from estimator.peak.sim.prefill import prefill_kwargs
 
         tower: Any = m.model.audio_tower  # type: ignore[union-attr]
         embedded = tower.embedder(x["input_features"])  # generate's _prepare_model_inputs: the whole clip

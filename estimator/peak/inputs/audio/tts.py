@@ -29,7 +29,10 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from estimator.peak.fakes.known_values import know, known_value
+from estimator.peak.inputs.generic import ordinary_token
 from estimator.peak.inputs.other.models import Found
+from estimator.peak.sim.prefill import prefill_kwargs
 
 __all__ = ["FRAMES_PER_TOKEN", "tts_inputs"]
 
@@ -47,7 +50,6 @@ def tts_inputs(model: nn.Module, batch_size: int, seq_len: int) -> Found | None:
 
 def _assume(output: torch.Tensor, value: float) -> torch.Tensor:
     """``output`` holding ``value`` everywhere: a fake one known to (the simulation), a real one filled with it."""
-    from estimator.peak.fakes.known_values import know
 
     if isinstance(output, torch._subclasses.fake_tensor.FakeTensor):
         with _disable_current_modes():
@@ -88,7 +90,6 @@ class _InsideTailBound(TorchDispatchMode):
     comparisons are known true as well (which bin changes the values gathered, not their shapes)."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        from estimator.peak.fakes.known_values import know, known_value
 
         out = func(*args, **(kwargs or {}))
         if func in _COMPARISONS and isinstance(out, torch._subclasses.fake_tensor.FakeTensor) and known_value(out) is None:
@@ -115,7 +116,6 @@ def _inside_tail_bound(m: nn.Module) -> None:
 
 
 def _text(config: Any, b: int, n: int) -> dict[str, np.ndarray]:
-    from estimator.peak.inputs.generic import ordinary_token
 
     return {"input_ids": np.full((b, n), ordinary_token(config, int(config.vocab_size)), np.int64),
             "attention_mask": np.ones((b, n), np.int64)}
@@ -179,8 +179,6 @@ def _dia(config: Any, b: int, n: int) -> Found:
     from transformers.models.dia.feature_extraction_dia import DiaFeatureExtractor
     from transformers.models.dia.processing_dia import DiaProcessor
 
-    from estimator.peak.inputs.generic import ordinary_token
-
     decoder = config.decoder_config
     channels, delays = int(decoder.num_channels), list(config.delay_pattern)
     bos, pad, eos = int(decoder.bos_token_id), int(decoder.pad_token_id), int(decoder.eos_token_id)
@@ -206,7 +204,6 @@ def _dia(config: Any, b: int, n: int) -> Found:
               "labels": labels.transpose(1, 2).reshape(b * channels, -1).numpy()}
 
     def infer(m: nn.Module, x: dict[str, Any]) -> Any:
-        from estimator.peak.sim.prefill import prefill_kwargs
 
         scale = getattr(getattr(m, "generation_config", None), "guidance_scale", None)
         ids, mask = x["input_ids"], x["attention_mask"]

@@ -32,7 +32,13 @@ import numpy as np
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from estimator.peak.workload import Workload, model_dtype
+from estimator.peak.fakes.known_constants import KnownConstants
+from estimator.peak.fakes.known_values import KnownValues, know, known_value
+from estimator.peak.inputs.generic import ordinary_token, workload_for
+from estimator.peak.inputs.other.models import Found
+from estimator.peak.inputs.other.workloads import arrays_workload
+from estimator.peak.inputs.routing import with_ties
+from estimator.peak.workload import ModelKind, Workload, model_dtype
 
 __all__ = ["IBERT_RANGE", "VQ_IMAGE_SIDE", "workload"]
 
@@ -50,10 +56,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return _ibert_workload(model, batch_size, seq_len)
     if config is None or getattr(config, "model_type", None) != "longformer" or getattr(model, "main_input_name", "") != "input_ids":
         return None
-    from estimator.peak.inputs.generic import ordinary_token
-    from estimator.peak.inputs.other.models import Found
-    from estimator.peak.inputs.other.workloads import arrays_workload
-    from estimator.peak.inputs.routing import with_ties
 
     b, n = batch_size, seq_len
     ids = np.full((b, n), ordinary_token(config, int(config.vocab_size)), np.int64)
@@ -75,8 +77,6 @@ def _vq_workload(model: nn.Module, b: int, side: int) -> Workload:
     """GLM-Image's VQ-VAE ``encode`` on the tower's features of ``b`` images of ``side`` px (see the module docstring)."""
     import torch
     from transformers import GlmImageVisionConfig
-
-    from estimator.peak.workload import ModelKind
 
     config: Any = model.config
     patch = GlmImageVisionConfig().patch_size
@@ -104,10 +104,6 @@ def _ibert_workload(model: nn.Module, b: int, n: int) -> Workload:
     from collections.abc import Iterator
 
     import torch
-
-    from estimator.peak.fakes.known_constants import KnownConstants
-    from estimator.peak.fakes.known_values import KnownValues, know
-    from estimator.peak.inputs.generic import workload_for
 
     found = workload_for(model, batch_size=b, seq_len=n)
     initial: list[tuple[str, Any]] = []
@@ -137,8 +133,6 @@ class _Ranges(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         import torch
-
-        from estimator.peak.fakes.known_values import know, known_value
 
         out = func(*args, **(kwargs or {}))
         if func in (torch.ops.aten.min.default, torch.ops.aten.max.default) and args[0].is_floating_point() \

@@ -29,6 +29,9 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from estimator.peak.inputs.generic import ordinary_token
+from estimator.peak.sim.prefill import prefill_kwargs
+
 __all__ = ["Found", "model_inputs"]
 
 
@@ -78,7 +81,6 @@ def _draft_head(config: Any, b: int, n: int) -> Found:
 
 
 def _masked_lm(config: Any, b: int, n: int) -> dict[str, np.ndarray]:
-    from estimator.peak.inputs.generic import ordinary_token
 
     vocab = int(config.vocab_size)
     ids = np.full((b, n), ordinary_token(config, vocab), np.int64)
@@ -101,7 +103,6 @@ def _reformer(config: Any, b: int, n: int) -> Found:
 
 
 def _seq2seq_generate(config: Any, b: int, n: int) -> Found:
-    from estimator.peak.inputs.generic import ordinary_token
 
     vocab = int(config.vocab_size)
     token = ordinary_token(config, vocab)
@@ -110,8 +111,6 @@ def _seq2seq_generate(config: Any, b: int, n: int) -> Found:
 
     def infer(m: nn.Module, x: dict[str, Any]) -> Any:
         import torch
-
-        from estimator.peak.sim.prefill import prefill_kwargs
 
         encoder_outputs = m.get_encoder()(input_ids=x["input_ids"])  # type: ignore[operator]  # generate's first call
         decoder_ids = torch.full((x["input_ids"].shape[0], 1), int(start), dtype=torch.long)

@@ -37,7 +37,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from estimator.peak.inputs.prompts import generation
 from estimator.peak.inputs.prompts.family import Family, MediaInputs, family_tokenizer
+from estimator.peak.inputs.prompts.media import MediaWorkload, encoder_labelled, media_workload
+from estimator.peak.inputs.routing import with_ties
 from estimator.peak.workload import Workload
 
 __all__ = ["SAPROT_AMINO_ACIDS", "SAPROT_FOLDSEEK", "SAPROT_SPECIALS", "protein_inputs", "protein_processor", "protein_tokenizer",
@@ -129,9 +132,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return None
     if "protein_input_ids" not in inspect.signature(model.forward).parameters:
         return None
-    from estimator.peak.inputs.prompts import generation
-    from estimator.peak.inputs.prompts.media import MediaWorkload, encoder_labelled, media_workload
-    from estimator.peak.inputs.routing import with_ties
 
     made = protein_inputs(config, batch_size=batch_size, residues=seq_len, text_len=seq_len)
     found = media_workload(model, made)

@@ -28,6 +28,9 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from estimator.peak.inputs.other.models import Found
+from estimator.peak.inputs.other.workloads import arrays_workload
+from estimator.peak.inputs.routing import with_ties
 from estimator.peak.workload import Workload
 
 __all__ = ["series_arrays", "workload"]
@@ -40,8 +43,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     config: Any = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) not in _TYPES:
         return None
-    from estimator.peak.inputs.other.models import Found
-    from estimator.peak.inputs.other.workloads import arrays_workload
 
     arrays, description = series_arrays(config, batch_size)
     if type(model).__name__.endswith("ForPrediction"):
@@ -57,7 +58,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
         return found
     # Autoformer's attention picks the top-k autocorrelation delays and indexes and rolls by them: which
     # delays does not change what is allocated; they are answered as on tied scores (estimator.peak.inputs.routing)
-    from estimator.peak.inputs.routing import with_ties
 
     return replace(found, context=with_ties(found.context),
                    description=f"{found.description}; the top-k autocorrelation delays taken as on tied scores "

@@ -31,7 +31,13 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
-from estimator.peak.workload import model_dtype
+from estimator.build.scalars import scalar_buffers
+from estimator.peak.fakes.known_values import KnownValues, know
+from estimator.peak.inputs.audio.shapes import TORCHAUDIO_TYPES, stand_in, torchaudio_class
+from estimator.peak.inputs.audio.stream_speech import stream_inputs
+from estimator.peak.inputs.audio.tts import tts_inputs
+from estimator.peak.inputs.other.models import model_inputs
+from estimator.peak.workload import ModelKind, Workload, first_tensor, model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.inputs.other.models import Found
@@ -60,9 +66,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     if arrays is not None:
         tensors, description = arrays
         return arrays_workload(model, tensors, description)
-    from estimator.peak.inputs.audio.stream_speech import stream_inputs
-    from estimator.peak.inputs.audio.tts import tts_inputs
-    from estimator.peak.inputs.other.models import model_inputs
 
     found = model_inputs(model, batch_size, seq_len) or tts_inputs(model, batch_size, seq_len) or stream_inputs(model, batch_size, seq_len)
     if found is None:
@@ -83,7 +86,6 @@ def codec_arrays(model: nn.Module, batch_size: int, seconds: float) -> tuple[dic
     decoder = main == "latents" or model_type.endswith("_decoder")
     if not decoder and main not in ("input_values", "input_features"):
         return None
-    from estimator.peak.inputs.audio.shapes import stand_in
 
     with stand_in(family):  # X-Codec 2 and NeuCodec compute their mel features with torchaudio (audio_shapes)
         extractor = _extractor(family, config)
@@ -93,7 +95,6 @@ def codec_arrays(model: nn.Module, batch_size: int, seconds: float) -> tuple[dic
         with _disable_current_modes():  # real arrays, whatever mode the caller is in (VibeVoice's extractor makes torch tensors only)
             made = {k: v.numpy() if isinstance(v, torch.Tensor) else v
                     for k, v in extractor(clips, sampling_rate=rate, return_tensors="pt").items()}
-    from estimator.peak.inputs.audio.shapes import TORCHAUDIO_TYPES
 
     standin = ", its torchaudio mel features as zeros of torchaudio's shapes" if family in TORCHAUDIO_TYPES else ""
     what = f"{seconds:g} s of audio at {rate} Hz per sample ({type(extractor).__name__}{standin}"
@@ -138,8 +139,6 @@ def _extractor(family: str, config: Any) -> Any:
 
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
 
-    from estimator.peak.inputs.audio.shapes import TORCHAUDIO_TYPES, torchaudio_class
-
     cls: Any = (torchaudio_class(family) if family in TORCHAUDIO_TYPES
                 else feature_extractor_class_from_name(FEATURE_EXTRACTOR_MAPPING_NAMES[family]))
     accepted = inspect.signature(cls.__init__).parameters
@@ -177,9 +176,6 @@ def arrays_workload(model: nn.Module, arrays: dict[str, np.ndarray], description
     """Feed every array by name (floats in the model's dtype; integers known values); training
     backpropagates the first output that carries a gradient, inference is one forward (or what
     ``found`` says a real run does)."""
-    from estimator.build.scalars import scalar_buffers
-    from estimator.peak.fakes.known_values import KnownValues, know
-    from estimator.peak.workload import ModelKind, Workload
 
     dtype = model_dtype(model)
     scalars = scalar_buffers(model)  # before the model is made fake (estimator.build.scalars)
@@ -239,7 +235,6 @@ def _same_dtype_to_is_a_no_op() -> Iterator[None]:
 
 def _first_with_grad(out: Any) -> torch.Tensor:
     """The first output that carries a gradient (a codec's ``audio_values``, not its integer ``audio_codes``)."""
-    from estimator.peak.workload import first_tensor
 
     items = out.to_tuple() if hasattr(out, "to_tuple") else out if isinstance(out, (tuple, list)) else (out,)
     found = next((t for t in items if isinstance(t, torch.Tensor) and t.requires_grad), None)
@@ -249,7 +244,6 @@ def _first_with_grad(out: Any) -> torch.Tensor:
 def _tensor(value: np.ndarray, dtype: torch.dtype, known_float: bool = False) -> torch.Tensor:
     """``value`` as a tensor: floats in ``dtype`` (a fake of that shape inside a fake mode), integers and
     booleans with their values (known to :mod:`estimator.peak.fakes.known_values` inside a fake mode)."""
-    from estimator.peak.fakes.known_values import know
 
     floating = np.issubdtype(value.dtype, np.floating)
     probe = torch.empty(value.shape, dtype=dtype if floating else _INT_DTYPES.get(value.dtype.name, torch.long))

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from estimator.errors import UnsupportedError
+from estimator.peak.inputs.prompts.family import Family, family_tokenizer
+
 if TYPE_CHECKING:
     from estimator.peak.inputs.prompts.family import Family
 
@@ -51,7 +54,6 @@ def _clip(config: Any) -> dict[str, Any]:
 
 
 def _one_image(name: str, images: list[Any]) -> None:
-    from estimator.errors import UnsupportedError
 
     if any(len(sample) > 1 for sample in images):
         raise UnsupportedError(f"{name} takes one image per prompt")
@@ -59,7 +61,6 @@ def _one_image(name: str, images: list[Any]) -> None:
 
 def _stand_in(config: Any) -> Any:
     """A second stand-in word-level tokenizer (InstructBLIP's Q-Former reads the prompt through its own)."""
-    from estimator.peak.inputs.prompts.family import Family, family_tokenizer
 
     return family_tokenizer(config, Family(tokens={}, placeholder=""))
 
@@ -217,7 +218,6 @@ def _vbert_image(config: Any) -> dict[str, Any]:
 
 
 def _vbert(**classes: str) -> Family:
-    from estimator.peak.inputs.prompts.family import Family
 
     tags = ["<global-img>", *(f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6))]
     return Family(tokens={"<image>": _IMAGE_IDS, "<fake_token_around_image>": (), "<end_of_utterance>": ()},
@@ -266,7 +266,6 @@ def _udop_call(proc: Any, config: Any, images: list[Any], text_len: int) -> Any:
 
 def captioner_families() -> dict[str, Family]:
     """model_type -> its processor family."""
-    from estimator.peak.inputs.prompts.family import Family
 
     # the processor adds "<image>" as its own AddedToken (a tokenizer attribute would be a plain string)
     blip2 = Family(tokens={"<image>": _IMAGE_IDS}, placeholder="",

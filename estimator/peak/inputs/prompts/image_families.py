@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from estimator.peak.inputs.prompts.family import Family, qwen_image_settings
+
 if TYPE_CHECKING:
     from estimator.peak.inputs.prompts.family import Family
 
@@ -81,7 +83,6 @@ _VIDEO_IDS: tuple[str, ...] = ("video_token_id", "video_token_index")
 
 
 def _llava_like(image_processor: Any = shortest_and_crop, processor: Any = llava_processor, video: bool = False) -> Family:
-    from estimator.peak.inputs.prompts.family import Family
 
     tokens = {"<image>": _IMAGE_IDS, **({"<video>": _VIDEO_IDS} if video else {})}
     attributes = {"image_token": "<image>", **({"video_token": "<video>"} if video else {})}
@@ -121,7 +122,6 @@ def _pixtral_processor(config: Any) -> dict[str, Any]:
 
 
 def _pixtral_like(image_ids: tuple[str, ...] = _IMAGE_IDS) -> Family:
-    from estimator.peak.inputs.prompts.family import Family
 
     return Family(tokens={"[IMG]": image_ids, "[IMG_BREAK]": (), "[IMG_END]": ()}, placeholder="[IMG]",
                   attributes={"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"},
@@ -136,7 +136,6 @@ def _internvl_processor(config: Any) -> dict[str, Any]:
 
 
 def _internvl_like(video: bool = True) -> Family:
-    from estimator.peak.inputs.prompts.family import Family
 
     tokens = {"<IMG_CONTEXT>": _IMAGE_IDS, "<img>": (), "</img>": (), **({"<video>": _VIDEO_IDS} if video else {})}
     attributes = {"context_image_token": "<IMG_CONTEXT>", "image_token": "<IMG_CONTEXT>", "start_image_token": "<img>",
@@ -161,7 +160,6 @@ def _gemma3_processor(config: Any) -> dict[str, Any]:
 def _gemma3_like(processor: str | None = None) -> Family:
     """Gemma-3's image tokens; ShieldGemma2's processor writes its policy prompt with the repo's chat template
     and then expands the images as its parent ``Gemma3Processor`` does, which is the class run here."""
-    from estimator.peak.inputs.prompts.family import Family
 
     return Family(
         tokens={"<start_of_image>": ("boi_token_index", "boi_token_id"), "<image_soft_token>": _IMAGE_IDS,
@@ -230,7 +228,6 @@ def _llama4_processor(config: Any) -> dict[str, Any]:
 
 def image_families() -> dict[str, Family]:
     """model_type -> its processor family."""
-    from estimator.peak.inputs.prompts.family import Family, qwen_image_settings
 
     llava_next = _llava_like(_llava_next_image)
     internvl = _internvl_like()

@@ -21,11 +21,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from estimator.options import Component
+from estimator.peak.fakes.index_lists import IndexLists
+from estimator.peak.fakes.known_bounds import KnownBounds
 from estimator.peak.fakes.known_values import KnownValues, know
 from estimator.peak.inputs.prompts import generation
 from estimator.peak.inputs.prompts.family import plain_inputs
 from estimator.peak.inputs.prompts.processors import MediaInputs
 from estimator.peak.sim.prefill import prefill_kwargs
+from estimator.peak.sim.tracker import StorageTracker
 from estimator.peak.workload import ModelKind, Workload, model_dtype
 
 __all__ = ["ENCODERS", "MediaWorkload", "encoder_labelled", "media_workload"]
@@ -52,9 +56,6 @@ def encoder_labelled(model: nn.Module) -> Iterator[None]:
     """While the encoders run, what the tracker sees allocated is ``encoder_activations`` (the tracker
     is found on the dispatch mode stack: the step's own :class:`~estimator.peak.sim.tracker.StorageTracker`)."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
-    from estimator.options import Component
-    from estimator.peak.sim.tracker import StorageTracker
 
     tracker = next((m for m in _get_current_dispatch_mode_stack() if isinstance(m, StorageTracker)), None)
     if tracker is None:
@@ -157,8 +158,6 @@ def media_workload(model: nn.Module, media: MediaInputs) -> Workload:
 def _known() -> Iterator[None]:
     """The inputs' known values, indexes by sequences of 0-d tensors stacked (:mod:`estimator.peak.fakes.index_lists`), and
     equalities of bounded codes known (:mod:`estimator.peak.fakes.known_bounds`: GLM-Image's VQ codes in its ``input_ids``)."""
-    from estimator.peak.fakes.index_lists import IndexLists
-    from estimator.peak.fakes.known_bounds import KnownBounds
 
     with KnownValues(), IndexLists(), KnownBounds():
         yield

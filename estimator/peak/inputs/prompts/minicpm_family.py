@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from estimator.peak.inputs.prompts.family import Family
+
 if TYPE_CHECKING:
     from estimator.peak.inputs.prompts.family import Family
 
@@ -56,7 +58,6 @@ def _image(config: Any) -> dict[str, Any]:
 
 
 def _family() -> Family:
-    from estimator.peak.inputs.prompts.family import Family
 
     return Family(tokens=dict(_TOKENS), placeholder="<|image_pad|>", attributes=dict(_ATTRIBUTES), image_processor=_image,
                   default_size=lambda config: SCALE_RESOLUTION)

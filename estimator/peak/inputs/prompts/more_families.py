@@ -20,6 +20,10 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from estimator.peak.inputs.prompts.captioners import captioner_families
+from estimator.peak.inputs.prompts.family import Family
+from estimator.peak.inputs.prompts.minicpm_family import minicpm_families
+
 if TYPE_CHECKING:
     from estimator.peak.inputs.prompts.family import Family
 
@@ -52,7 +56,6 @@ def _grid(image: str, start: str = "", end: str = "", *, image_ids: tuple[str, .
           start_ids: tuple[str, ...] = (), end_ids: tuple[str, ...] = (), video: str = "", video_ids: tuple[str, ...] = (),
           extra: tuple[str, ...] = (), classes: dict[str, str] | None = None, size: int = 448) -> Family:
     """A grid family: ``start`` + ``image`` + ``end`` in the prompt for one image, the processor expanding ``image``."""
-    from estimator.peak.inputs.prompts.family import Family
 
     tokens: dict[str, tuple[str, ...]] = {image: image_ids}
     if start:
@@ -136,7 +139,6 @@ def _gemma4(unified: bool = False) -> Family:
     """Gemma 4: ``<|image|>`` in the prompt, which the processor expands to ``<|image>`` + one soft token per pooled
     patch group (the image resized within ``max_soft_tokens`` groups of ``pooling_kernel_size``² patches) + ``<image|>``.
     Its processor also holds the audio feature extractor (the class transformers maps the type to, its defaults)."""
-    from estimator.peak.inputs.prompts.family import Family
 
     def image(config: Any) -> dict[str, Any]:
         vision = _vision(config)
@@ -168,7 +170,6 @@ def _lfm2_vl() -> Family:
     """LFM2-VL: ``<image>`` in the prompt, which the processor expands to ``<|image_start|>``, the tiles' rows and columns
     (``<|img_row_R_col_C|>`` + the tile's image tokens), ``<|img_thumbnail|>`` + the thumbnail's and ``<|image_end|>``;
     the image processor's patching (``encoder_patch_size``, ``downsample_factor``) from the model config."""
-    from estimator.peak.inputs.prompts.family import Family
 
     def image(config: Any) -> dict[str, Any]:
         return {"encoder_patch_size": int(_vision(config).patch_size), "downsample_factor": int(config.downsample_factor)}
@@ -187,7 +188,6 @@ def _nemotron_omni() -> Family:
     pixel-shuffled group of patches + ``</img>`` (the image resized within ``min_num_patches``..``max_num_patches``
     patches); the image processor's ``patch_size`` and ``downsample_ratio`` from the model config; its processor also
     holds the Parakeet feature extractor (its defaults; these image prompts send no audio)."""
-    from estimator.peak.inputs.prompts.family import Family
 
     def image(config: Any) -> dict[str, Any]:
         return {"patch_size": int(_vision(config).patch_size), "downsample_ratio": float(config.downsample_ratio)}
@@ -211,7 +211,6 @@ def _unlimited_ocr() -> Family:
     into local tiles (``pixel_values_local``), their queries before the global view's; the forward reads their counts
     and grids as the Python lists the processor returns (``num_local_patches``, ``patches_grid``: passed as they are,
     :attr:`~estimator.peak.inputs.prompts.family.MediaInputs.plain`)."""
-    from estimator.peak.inputs.prompts.family import Family
 
     def image(config: Any) -> dict[str, Any]:
         side = int(_vision(config).sam_config.image_size)
@@ -284,7 +283,5 @@ def _table() -> dict[str, Family]:
 
 def more_families() -> dict[str, Family]:
     """model_type -> its processor family (the grid models here, the others in :mod:`estimator.peak.inputs.prompts.captioners`)."""
-    from estimator.peak.inputs.prompts.captioners import captioner_families
-    from estimator.peak.inputs.prompts.minicpm_family import minicpm_families
 
     return {**captioner_families(), **_table(), **minicpm_families()}

@@ -38,6 +38,8 @@ from estimator.peak.inputs.prompts.family import (  # noqa: F401 - re-exported: 
     qwen_image_settings,
     vision_config,
 )
+from estimator.peak.inputs.prompts.image_families import image_families
+from estimator.peak.inputs.prompts.more_families import more_families
 from estimator.peak.inputs.prompts.video import VIDEO_PLACEHOLDERS, frame_size, video_call, video_processor, video_simulated, video_words
 
 logger = logging.getLogger(__name__)
@@ -131,8 +133,6 @@ FAMILIES: dict[str, Family] = {
 
 @functools.cache
 def _other_families() -> dict[str, Family]:
-    from estimator.peak.inputs.prompts.image_families import image_families
-    from estimator.peak.inputs.prompts.more_families import more_families
 
     return {**image_families(), **more_families()}
 

@@ -49,8 +49,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from estimator.peak.fakes.known_values import know
-from estimator.peak.workload import model_dtype
+from estimator.peak.fakes.known_values import KnownValues, know
+from estimator.peak.inputs.prompts.processors import lookup
+from estimator.peak.workload import ModelKind, Workload, forward_all, model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
@@ -101,8 +102,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
 
 def _other_model(model: nn.Module, model_type: str, batch_size: int, image_size: int | None) -> Workload | None:
     """MGP-STR, PP-LCNet and the keypoint matchers (see the module docstring), else None."""
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.workload import ModelKind, Workload, forward_all
 
     config: Any = model.config
     name = type(model).__name__
@@ -207,7 +206,6 @@ def _tower_parent(model: nn.Module, model_type: str) -> str | None:
 
 def _tower_inputs(model: nn.Module, parent: str, batch_size: int, image_size: int | None) -> dict[str, torch.Tensor] | None:
     """The parent processor's output for ``batch_size`` images, under the names the tower's forward takes."""
-    from estimator.peak.inputs.prompts.processors import lookup
 
     config: Any = model.config
     family = lookup(parent)
@@ -263,8 +261,6 @@ def _parameters(model: nn.Module) -> set[str]:
 
 def _forward_sum(model: nn.Module, real: dict[str, torch.Tensor], what: str) -> Workload:
     """Feed ``real`` (fakes of it inside the fake mode) by name; training backpropagates the sum of the first output."""
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.workload import ModelKind, forward_all
 
     shapes = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in real.items())
     dtype = model_dtype(model)

@@ -44,6 +44,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from estimator.peak.fakes.known_values import KnownValues
+from estimator.peak.inputs.vision.models import as_model_dtype, image_side, known_inputs_maker, processed, shapes_text
+from estimator.peak.workload import ModelKind, Workload, forward_all
+
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
 
@@ -97,10 +101,6 @@ def _vjepa2(model: nn.Module, batch_size: int, image_size: int | None) -> Worklo
     from torch.utils._python_dispatch import _disable_current_modes
     from transformers import VJEPA2VideoProcessor
 
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.inputs.vision.models import as_model_dtype, known_inputs_maker, shapes_text
-    from estimator.peak.workload import ModelKind, Workload
-
     config: Any = model.config
     crop = int(image_size or config.crop_size)
     with _disable_current_modes():
@@ -133,9 +133,6 @@ def _images(model: nn.Module, processor_type: str, side: int | None, batch_size:
             what: str, context: Callable[[], Any] | None = None) -> Workload:
     """The processor's images (at ``side`` square, else its own size) and ``extra`` inputs, fed by name;
     training backpropagates the sum of the first output."""
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.inputs.vision.models import as_model_dtype, known_inputs_maker, processed, shapes_text
-    from estimator.peak.workload import ModelKind, forward_all
 
     settings = {"size": {"height": side, "width": side}} if side else {}
     real = as_model_dtype(model, processed(processor_type, settings, batch_size, side or 800))
@@ -151,8 +148,6 @@ def _rows_where() -> Iterator[None]:
     predicted mask is empty) answered as if every element held: the ``nonzero`` output the CPU kernel allocates,
     ``(numel, dim)`` int64, at its largest (the real count depends on the weights' values; a few kilobytes)."""
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
-
-    from estimator.peak.fakes.known_values import KnownValues
 
     where = torch.where
 
@@ -173,9 +168,6 @@ def _rows_where() -> Iterator[None]:
 
 
 def _loftr(model: nn.Module, batch_size: int, image_size: int | None) -> Workload:
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.inputs.vision.models import as_model_dtype, image_side, known_inputs_maker, processed, shapes_text
-    from estimator.peak.workload import ModelKind, Workload
 
     config: Any = model.config
     size = image_size or image_side(getattr(config, "image_size", None)) or 480

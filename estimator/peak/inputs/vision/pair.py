@@ -33,7 +33,9 @@ import torch
 from torch import nn
 
 from estimator.peak.fakes.known_inputs import known
-from estimator.peak.workload import ModelKind, accepts, model_dtype
+from estimator.peak.fakes.known_values import KnownValues, know
+from estimator.peak.inputs.generic import known_ids, ordinary_token
+from estimator.peak.workload import ModelKind, Workload, accepts, first_tensor, model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
@@ -95,7 +97,6 @@ def _text_len(model: nn.Module, seq_len: int) -> int:
 def text_inputs(model: nn.Module, b: int, seq_len: int) -> tuple[str, Maker]:
     """Ordinary tokens (no special id) with the all-ones mask, as a tokenizer pads a batch of equal prompts;
     ``seq_len`` tokens, at most the text tower's positions."""
-    from estimator.peak.inputs.generic import known_ids, ordinary_token
 
     config: Any = model.config
     vocab = int(getattr(_text_config(config), "vocab_size", None) or 1000)
@@ -177,8 +178,6 @@ def known_boxes(b: int, n: int, dtype: torch.dtype) -> torch.Tensor:
     fake mode (a model may pick the image patches under each box: UDOP)."""
     from torch.utils._python_dispatch import _disable_current_modes
 
-    from estimator.peak.fakes.known_values import know
-
     with _disable_current_modes():
         rng = torch.Generator().manual_seed(0)
         corner = torch.rand(b, n, 2, generator=rng, device="cpu") * 0.5
@@ -205,7 +204,6 @@ def pair_workload(model: nn.Module, parts: list[tuple[str, Maker]], kind: ModelK
     """Every part's inputs fed by name. Training: the model's loss on the ``labels`` a part gives (an
     image classifier's), else its contrastive loss (``return_loss=True``) where its forward has one,
     else the sum of the first output. Inference: one forward without the labels."""
-    from estimator.peak.workload import Workload, first_tensor
 
     contrastive = accepts(model, "return_loss")
 
@@ -237,8 +235,6 @@ def pair_context() -> Iterator[None]:
     validation in ``torch.distributions`` (GroupViT's Gumbel noise: the check reads a value to raise
     on a bad argument, which the model never passes; it allocates a few bytes)."""
     from torch.distributions import Distribution
-
-    from estimator.peak.fakes.known_values import KnownValues
 
     validate = Distribution._validate_args
     Distribution.set_default_validate_args(False)

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from estimator.peak.inputs.vision.pair import Maker, known, known_boxes, pair_workload, text_inputs
-from estimator.peak.workload import ModelKind, accepts, model_dtype
+from estimator.peak.inputs.generic import known_ids, ordinary_token
+from estimator.peak.inputs.vision.pair import Maker, known, known_boxes, pair_context, pair_workload, text_inputs
+from estimator.peak.sim.prefill import prefill_kwargs
+from estimator.peak.workload import ModelKind, Workload, accepts, model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
@@ -95,7 +97,6 @@ def _qformer(config: Any, b: int, dtype: torch.dtype) -> tuple[str, Maker]:
 
 
 def _omdet(model: nn.Module, b: int, image_size: int | None, dtype: torch.dtype) -> list[tuple[str, Maker]]:
-    from estimator.peak.inputs.generic import known_ids, ordinary_token
 
     config: Any = model.config
     # the backbone asserts its own img_size (640: OmDetTurboProcessor's size too)
@@ -125,10 +126,6 @@ def udop_workload(model: nn.Module, b: int, seq_len: int, image_size: int | None
     under each token's box (``combine_image_text_embeddings``). The simulation still stops there: the
     model unzips the patch indices into tuples of 0-d tensors and indexes with them, which reads their
     memory outside any op (a fake has none); it then falls back to the formula with that cause."""
-    from estimator.peak.inputs.generic import known_ids, ordinary_token
-    from estimator.peak.inputs.vision.pair import pair_context
-    from estimator.peak.sim.prefill import prefill_kwargs
-    from estimator.peak.workload import ModelKind, Workload
 
     config: Any = model.config
     dtype = model_dtype(model)

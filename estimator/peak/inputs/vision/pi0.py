@@ -26,6 +26,8 @@ import torch
 from torch import nn
 
 from estimator.peak.fakes.known_values import known_fakes
+from estimator.peak.inputs.prompts.family import Family, family_tokenizer
+from estimator.peak.inputs.vision.pair import pair_context
 from estimator.peak.workload import ModelKind, Workload, model_dtype
 
 __all__ = ["workload"]
@@ -54,7 +56,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
     words = (f"{cameras} camera image{'s' if cameras != 1 else ''} per prompt, {image_tokens} image tokens + "
              f"{seq_len} text tokens (PI0Processor; {shapes}); inference: sample_actions ({config.num_inference_steps} "
              f"denoising steps over the prefix cache); training: the flow-matching loss on the actions")
-    from estimator.peak.inputs.vision.pair import pair_context
 
     # the action expert's token embedding is never used (it reads the actions' embeddings): no gradient, no optimizer
     # state for it, as the first step run in full shows
@@ -64,8 +65,6 @@ def workload(model: nn.Module, *, batch_size: int, seq_len: int, image_size: int
 def _processed(config: Any, b: int, seq_len: int, image_size: int | None, images: int) -> dict[str, torch.Tensor]:
     """PI0Processor's output for ``b`` prompts of ``images`` camera images and ``seq_len`` words."""
     from transformers import PI0ImageProcessor, PI0Processor
-
-    from estimator.peak.inputs.prompts.family import Family, family_tokenizer
 
     vlm = config.vlm_config
     vision = vlm.vision_config

@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from estimator.peak.fakes.known_values import KnownValues
 from estimator.peak.inputs.vision.sam_processing import VIDEO, VIDEO_FRAMES, input_side, maker, processed, shapes
-from estimator.peak.workload import model_dtype
+from estimator.peak.workload import ModelKind, Workload, forward_all, model_dtype
 
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
@@ -82,8 +83,6 @@ def _accepted(model: nn.Module, real: dict[str, torch.Tensor]) -> dict[str, torc
 
 
 def _prompted(model: nn.Module, source: str, batch_size: int, image_size: int | None) -> Workload:
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.workload import ModelKind, Workload
 
     side = input_side(model.config) or 1024
     raw = image_size or side
@@ -104,8 +103,6 @@ def _prompted(model: nn.Module, source: str, batch_size: int, image_size: int | 
 
 
 def _tower(model: nn.Module, source: str, batch_size: int, image_size: int | None) -> Workload:
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.workload import ModelKind, forward_all
 
     side = input_side(model.config) or 1024  # EdgeTAM's timm tower names no size: its processor's default
     raw = image_size or side

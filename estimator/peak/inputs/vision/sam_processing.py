@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from estimator.peak.inputs.vision.models import known_inputs_maker
+
 __all__ = ["VIDEO", "VIDEO_FRAMES", "input_side", "maker", "processed", "processor_for", "shapes"]
 
 # video tracker model type -> the type whose processor feeds it
@@ -82,7 +84,6 @@ def processed(model_type: str, side: int, raw: int, batch_size: int, *, points: 
 def maker(real: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
     """Fakes of the processor's tensors inside a fake mode (integers known), the tensors themselves outside one:
     :func:`estimator.peak.inputs.vision.models.known_inputs_maker`, which every image provider uses."""
-    from estimator.peak.inputs.vision.models import known_inputs_maker
 
     return known_inputs_maker(real)
 

@@ -27,7 +27,9 @@ from torch import nn
 if TYPE_CHECKING:
     from estimator.peak.workload import Workload
 
-from estimator.peak.workload import StepRefusedError, model_dtype
+from estimator.peak.fakes.known_values import KnownValues, know
+from estimator.peak.inputs.vision.sam_processing import VIDEO_FRAMES, input_side, maker, processor_for, shapes
+from estimator.peak.workload import ModelKind, StepRefusedError, Workload, model_dtype
 
 __all__ = ["InferenceOnlyError", "StepRefusedError", "detector_tracker_workload", "video_workload"]
 
@@ -38,7 +40,6 @@ class InferenceOnlyError(StepRefusedError):
 
 def detector_tracker_workload(model: nn.Module) -> Workload:
     """SAM3's video model: refused in both modes, with the reason (the objects it tracks are activation values)."""
-    from estimator.peak.workload import ModelKind, Workload
 
     why = (f"{type(model).__name__} is not simulated: the objects it tracks are its detector's queries whose scores pass "
            f"score_threshold_detection, values of the activations rather than of the inputs, so the work of each frame "
@@ -60,10 +61,6 @@ def _session_class(model: nn.Module) -> Any:
 def video_workload(model: nn.Module, source: str, batch_size: int, image_size: int | None) -> Workload:
     """The tracking workload of the module docstring; ``source`` names the processor."""
     from torch.utils._python_dispatch import _disable_current_modes
-
-    from estimator.peak.fakes.known_values import KnownValues
-    from estimator.peak.inputs.vision.sam_processing import VIDEO_FRAMES, input_side, maker, processor_for, shapes
-    from estimator.peak.workload import ModelKind, Workload
 
     side = input_side(model.config) or 1024
     raw = image_size or side
@@ -111,7 +108,6 @@ def video_workload(model: nn.Module, source: str, batch_size: int, image_size: i
 
 def _in_mode(real: torch.Tensor) -> torch.Tensor:
     """``real`` inside a fake mode: a fake of it whose values are known; outside one (the truth run): itself."""
-    from estimator.peak.fakes.known_values import know
 
     made = torch.empty(real.shape, dtype=real.dtype)
     if not isinstance(made, torch._subclasses.fake_tensor.FakeTensor):

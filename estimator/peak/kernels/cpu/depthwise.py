@@ -56,6 +56,8 @@ from typing import Any
 
 import torch
 
+from estimator.peak.kernels.cpu.isa import block_size
+
 __all__ = ["depthwise_backward_scratch"]
 
 _ALIGN = 128  # oneDNN books each scratchpad piece with this much slack
@@ -82,7 +84,6 @@ def depthwise_backward_scratch(args: Sequence[Any], outputs: Any = None) -> int:
     kh, kw = w.shape[2], w.shape[3]
     if kh * kw == 1 or _jit_dw_weights(x, kh, kw, list(stride), list(padding), list(dilation), grad_out):
         return 0
-    from estimator.peak.kernels.cpu.isa import block_size
 
     block = block_size()
     ocg = oc // groups
