@@ -11,7 +11,17 @@ import inspect
 
 from estimator.peak.inputs.audio import encoders, features, prompts, speech_prompts
 from estimator.peak.inputs.prompts import image_families, more_families, processors, video
-from estimator.peak.inputs.registry import PROVIDERS, Modality, modality_of, provider_functions, simulated_with, types_with
+from estimator.peak.inputs.registry import (
+    AUDIO,
+    PROVIDERS,
+    Modality,
+    audio_maker,
+    audio_types,
+    modality_of,
+    provider_functions,
+    simulated_with,
+    types_with,
+)
 
 
 def _tables() -> dict[Modality, set[str]]:
@@ -41,3 +51,14 @@ def test_the_providers_are_the_ordered_workload_functions() -> None:
     for f in functions:
         assert list(inspect.signature(f).parameters)[:4] == ["model", "batch_size", "seq_len", "image_size"], f.__module__
     assert [p.module.rsplit(".", 1)[1] for p in PROVIDERS][:2] == ["pair_more", "pair"]  # pair_more claims before pair
+
+
+def test_the_audio_makers_are_disjoint_tables_in_order() -> None:
+    import importlib
+
+    tables = [set(getattr(importlib.import_module(m.module), m.types)) for m in AUDIO]
+    assert all(not (a & b) for i, a in enumerate(tables) for b in tables[i + 1:])  # so the order cannot hide a rule
+    assert audio_types() == _tables()[Modality.AUDIO]
+    assert audio_maker("whisper") is not None and audio_maker("whisper").inputs == "speech_inputs"
+    assert audio_maker("wav2vec2") is not None and audio_maker("wav2vec2").inputs == "forward_audio_inputs"
+    assert audio_maker("llama") is None

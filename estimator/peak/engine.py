@@ -73,7 +73,7 @@ Phases = dict[str, PeakSnapshot]  # phase of the step -> its peak and breakdown
 class PeakResult:
     """Peak of live tensor bytes and what held it at that instant.
 
-    ``components`` uses the keys of :class:`~estimator.peak.components.Component` (only those
+    ``components`` uses the keys of :class:`~estimator.options.Component` (only those
     that are non-zero) and always sums exactly to ``peak_bytes``.
     """
 

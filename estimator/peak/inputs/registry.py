@@ -25,7 +25,7 @@ from enum import Enum
 from functools import cache
 from typing import Any
 
-__all__ = ["MEDIA", "PROVIDERS", "Modality", "Provider", "media_makers", "modality_of", "provider_functions", "simulated_with", "types_with"]
+__all__ = ["AUDIO", "MEDIA", "PROVIDERS", "AudioMaker", "Modality", "Provider", "audio_functions", "audio_maker", "audio_types", "media_makers", "modality_of", "provider_functions", "simulated_with", "types_with"]
 
 
 class Modality(str, Enum):
@@ -69,6 +69,59 @@ MEDIA: dict[Modality, tuple[str, str, str]] = {
     Modality.IMAGES: (f"{_INPUTS}.prompts.processors", "images_simulated", f"{_INPUTS}.prompts.processors"),
     Modality.VIDEO: (f"{_INPUTS}.prompts.video", "video_simulated", f"{_INPUTS}.prompts.processors"),
 }
+
+
+@dataclass(frozen=True)
+class AudioMaker:
+    """Who makes the audio inputs of the model types of ``module``'s table ``types`` (module-level set or dict), and runs them:
+    ``module.inputs(config, media, *, batch_size, text_len, seed)`` and ``workload(model, inputs)`` ("module:function");
+    ``simulated`` names a predicate of ``module`` a type must also pass (a feature extractor transformers can build here)."""
+
+    module: str
+    types: str
+    inputs: str
+    workload: str
+    simulated: str | None = None
+
+
+_MEDIA_WORKLOAD = f"{_INPUTS}.prompts.media:media_workload"  # generate's steps on the processor's inputs
+
+# Speech and audio-language models, by the table that names them (disjoint tables; ``tests/test_input_registry.py``).
+AUDIO: tuple[AudioMaker, ...] = (
+    AudioMaker(f"{_INPUTS}.audio.prompts", "PROMPT_TYPES", "prompt_inputs", _MEDIA_WORKLOAD),  # audio + text prompts (Qwen2-Audio...)
+    AudioMaker(f"{_INPUTS}.audio.speech_prompts", "SPEECH_PROMPT_TYPES", "speech_prompt_inputs", _MEDIA_WORKLOAD),  # Voxtral, Granite Speech
+    AudioMaker(f"{_INPUTS}.audio.pop2piano", "POP2PIANO_TYPES", "pop2piano_inputs", f"{_INPUTS}.audio.pop2piano:pop2piano_workload"),
+    AudioMaker(f"{_INPUTS}.audio.features", "SPEECH", "speech_inputs", _MEDIA_WORKLOAD),  # encoder-decoders: Whisper, Moonshine...
+    AudioMaker(f"{_INPUTS}.audio.encoders", "FORWARD_TYPES", "forward_audio_inputs", f"{_INPUTS}.audio.encoders:forward_audio_workload",
+               "forward_simulated"),  # encoders, CTC, audio classification, transducers: one forward
+)
+
+
+def _function(path: str) -> Callable[..., Any]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def audio_maker(model_type: str) -> AudioMaker | None:
+    """The entry of :data:`AUDIO` whose table names ``model_type`` (its feature extractor need not be buildable)."""
+    return next((m for m in AUDIO if model_type in getattr(importlib.import_module(m.module), m.types)), None)
+
+
+def audio_functions(maker: AudioMaker) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``(inputs, workload)`` of one :data:`AUDIO` entry."""
+    return getattr(importlib.import_module(maker.module), maker.inputs), _function(maker.workload)
+
+
+def audio_types() -> set[str]:
+    """Every model type fed audio: the :data:`AUDIO` tables' types that pass their entry's predicate."""
+    found: set[str] = set()
+    for maker in AUDIO:
+        module = importlib.import_module(maker.module)
+        check = getattr(module, maker.simulated) if maker.simulated else None
+        found.update(t for t in getattr(module, maker.types) if check is None or check(t))
+    return found
+
+
 _TYPES = {Modality.AUDIO: "simulated_audio_types", Modality.IMAGES: "simulated_image_types", Modality.VIDEO: "simulated_video_types"}
 
 

@@ -10,6 +10,7 @@ run one forward (:mod:`estimator.peak.inputs.audio.encoders`). The class comes f
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,16 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from estimator.peak.inputs.audio.encoders import FORWARD_TYPES, forward_audio_inputs, forward_audio_workload, forward_simulated
-from estimator.peak.inputs.audio.prompts import PROMPT_TYPES, prompt_inputs
-from estimator.peak.inputs.audio.speech_prompts import (
-    SPEECH_PROMPT_TYPES,
-    speech_prompt_inputs,  # Voxtral: no tokenizer file here
-)
 from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
 from estimator.peak.inputs.prompts.media import media_workload
+from estimator.peak.inputs.registry import audio_functions, audio_maker, audio_types
 
-__all__ = ["SPEECH", "Speech", "audio_inputs", "audio_simulated", "audio_workload", "simulated_audio_types"]
+__all__ = ["SPEECH", "Speech", "audio_inputs", "audio_simulated", "audio_workload", "simulated_audio_types", "speech_inputs"]
 
 
 @dataclass(frozen=True)
@@ -57,27 +53,24 @@ SPEECH: dict[str, Speech] = {
 
 
 def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
-    """The feature extractor's inputs for ``batch_size`` clips of ``media.audio_seconds`` of random audio
-    (None: the extractor's window, Whisper's 30 s; else 10 s), and ``text_len`` decoder tokens as labels
+    """The audio inputs of ``batch_size`` clips of ``media.audio_seconds`` (and ``text_len`` text tokens), made by the
+    maker :data:`estimator.peak.inputs.registry.AUDIO` names for the config's model type."""
+    model_type = getattr(config, "model_type", "")
+    maker = audio_maker(model_type)
+    if maker is None:
+        raise ValueError(f"audio is not simulated for {model_type or type(config).__name__} models")
+    inputs, _ = audio_functions(maker)
+    return inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
+
+
+def speech_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
+    """The feature extractor's inputs of an encoder-decoder of :data:`SPEECH` for ``batch_size`` clips of ``media.audio_seconds``
+    of random audio (None: the extractor's window, Whisper's 30 s; else 10 s), and ``text_len`` decoder tokens as labels
     (training) — the extractor pads or truncates as it does for real audio (Whisper: to 30 s)."""
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES, feature_extractor_class_from_name
 
     model_type = getattr(config, "model_type", "")
-
-    if model_type in PROMPT_TYPES:
-        return prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
-
-    if model_type in SPEECH_PROMPT_TYPES:
-        return speech_prompt_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
-    if model_type == "pop2piano":  # beats at a stated tempo (no beat tracker): estimator.peak.inputs.audio.pop2piano
-        from estimator.peak.inputs.audio.pop2piano import pop2piano_inputs
-
-        return pop2piano_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
-    speech = SPEECH.get(model_type)
-    if speech is None and model_type in FORWARD_TYPES:  # encoders, CTC, classifiers, transducers
-        return forward_audio_inputs(config, media, batch_size=batch_size, text_len=text_len, seed=seed)
-    if speech is None:
-        raise ValueError(f"audio is not simulated for {model_type or type(config).__name__} models")
+    speech = SPEECH[model_type]
     cls = feature_extractor_class_from_name(FEATURE_EXTRACTOR_MAPPING_NAMES[model_type])
     settings = media.preprocessor or speech.extractor(config)
     extractor = cls(**{k: v for k, v in settings.items() if k not in ("feature_extractor_type", "processor_class")})
@@ -100,25 +93,21 @@ def audio_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, s
 
 def audio_simulated(model_type: str) -> bool:
     """Whether ``model_type`` is fed audio made by its feature extractor (else: refused with ``--audio-seconds``)."""
-
-    return model_type in SPEECH or model_type == "pop2piano" or model_type in PROMPT_TYPES or model_type in SPEECH_PROMPT_TYPES or forward_simulated(model_type)
+    maker = audio_maker(model_type)
+    return maker is not None and (maker.simulated is None or bool(getattr(importlib.import_module(maker.module), maker.simulated)(model_type)))
 
 
 def audio_workload(model: Any, inputs: MediaInputs) -> Any:
-    """The workload of a speech model on its extractor's ``inputs``: one forward (and the model's own loss) for
-    encoders, CTC, classifiers and transducers (:mod:`estimator.peak.inputs.audio.encoders`), else ``generate``'s
-    steps (:func:`estimator.peak.inputs.prompts.media.media_workload`)."""
-
-    if getattr(model.config, "model_type", "") in FORWARD_TYPES:
-        return forward_audio_workload(model, inputs)
-    if getattr(model.config, "model_type", "") == "pop2piano":  # generate's mel conditioner before the first step
-        from estimator.peak.inputs.audio.pop2piano import pop2piano_workload
-
-        return pop2piano_workload(model, inputs)
-    return media_workload(model, inputs)
+    """The workload of a speech model on its ``inputs``, as :data:`estimator.peak.inputs.registry.AUDIO` says: one forward
+    (and the model's own loss) for encoders, CTC, classifiers and transducers, Pop2Piano's mel conditioner then ``generate``,
+    else ``generate``'s steps (:func:`estimator.peak.inputs.prompts.media.media_workload`)."""
+    maker = audio_maker(getattr(model.config, "model_type", ""))
+    if maker is None:
+        return media_workload(model, inputs)
+    _, workload = audio_functions(maker)
+    return workload(model, inputs)
 
 
 def simulated_audio_types() -> list[str]:
     """The model types fed audio, for messages."""
-
-    return sorted({*SPEECH, "pop2piano", *PROMPT_TYPES, *SPEECH_PROMPT_TYPES, *(t for t in FORWARD_TYPES if forward_simulated(t))})
+    return sorted(audio_types())

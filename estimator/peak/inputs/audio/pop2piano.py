@@ -23,7 +23,7 @@ from estimator.peak.inputs.prompts.family import TEXT_ID, Media, MediaInputs
 from estimator.peak.inputs.prompts.media import encoder_labelled, media_workload
 from estimator.peak.sim.prefill import prefill_kwargs
 
-__all__ = ["BPM", "pop2piano_features", "pop2piano_inputs", "pop2piano_workload"]
+__all__ = ["POP2PIANO_TYPES", "BPM", "pop2piano_features", "pop2piano_inputs", "pop2piano_workload"]
 
 BPM = 120.0  # the assumed tempo: Pop2Piano's beats come from a beat tracker on real music
 
@@ -48,6 +48,8 @@ def pop2piano_features(extractor: Any, clips: list[np.ndarray], bpm: float = BPM
                         is_batched=batched, return_attention_mask=batched, return_tensors="pt")
     return {k: v for k, v in out.items() if k in ("input_features", "attention_mask")}
 
+
+POP2PIANO_TYPES = frozenset({"pop2piano"})  # the model types fed audio here
 
 def pop2piano_inputs(config: Any, media: Media, *, batch_size: int, text_len: int, seed: int = 0) -> MediaInputs:
     """``batch_size`` clips of ``media.audio_seconds`` (else 10 s) of random audio through the extractor (the
