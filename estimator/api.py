@@ -200,7 +200,7 @@ def _from_catalog(repo_id: str, revision: str | None, options: Options) -> Estim
 def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float = hub.DEFAULT_TIMEOUT_S) -> Estimate:
     check_config(resolved.config, model=resolved.name)
     if options.hardware.cpu_threads is not None and options.mode is not Mode.LOAD:  # device cpu: the run's threads
-        from estimator.peak.cpu_isa import target_threads
+        from estimator.peak.kernels.cpu.isa import target_threads
 
         with target_threads(options.hardware.cpu_threads):
             return _rows_estimate(resolved, options, cross_check=cross_check, token=token, timeout=timeout)

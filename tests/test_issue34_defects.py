@@ -23,14 +23,14 @@ _RUN = ("import json, sys, torch\nfrom testkit import multimodal_truth as t\n"
 
 
 def _avx512() -> bool:
-    from estimator.peak.onednn_bf16 import onednn_bf16
+    from estimator.peak.kernels.cpu.onednn_bf16 import onednn_bf16
 
     return onednn_bf16()
 
 
 def test_whisper_bfloat16_training_on_cpu_is_simulated_within_two_percent_of_the_allocator() -> None:
     """Each side in a fresh process (the house way: testkit/peak_truth.py). oneDNN's kernels are capped at plain
-    AVX-512 (``ONEDNN_MAX_CPU_ISA=AVX512_CORE``), the ones estimator/peak/onednn_bf16.py models, so the figure does not
+    AVX-512 (``ONEDNN_MAX_CPU_ISA=AVX512_CORE``), the ones estimator/peak/kernels/cpu/onednn_bf16.py models, so the figure does not
     depend on whether this CPU also has AMX (whose brgemm kernels are not modelled: -2.3% on an AMX CPU)."""
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "PYTHONPATH": str(ROOT)}
     runs = {kind: subprocess.Popen([sys.executable, "-c", _RUN, kind], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -52,7 +52,7 @@ def test_the_one_dimensional_weight_gradient_rule_reads_a_conv1d() -> None:
     """The rule that raised ``not enough values to unpack (expected 3, got 1)`` on Whisper's conv1/conv2."""
     import torch
 
-    from estimator.peak.onednn_bf16 import bf16_weight_grad_scratchpad
+    from estimator.peak.kernels.cpu.onednn_bf16 import bf16_weight_grad_scratchpad
 
     with torch.device("meta"):
         x, w, g = (torch.empty(1, 64, 3000, dtype=torch.bfloat16), torch.empty(64, 64, 3, dtype=torch.bfloat16),

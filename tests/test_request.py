@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
-from estimator.api import estimate
-from estimator.errors import BadOptionError, Option, RemoteCodeRequiredError, UnsupportedError
+from estimator.errors import BadOptionError, Option, RemoteCodeRequiredError
 from estimator.messages import CLI, Wording, user_message
 from estimator.options import (
     DEFAULT_SEQ_LEN,

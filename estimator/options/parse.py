@@ -211,7 +211,7 @@ def _check_attention(options: Options) -> None:
     if kernel is AttnImplementation.FLASH_ATTENTION_2 and options.hardware.device is Device.CPU:
         raise BadOptionError([Option("attn_implementation"), " flash_attention_2 runs on CUDA GPUs only; use ", Option("device"),
                               " cuda, or sdpa or eager on the CPU."], option="attn_implementation")
-    # flash_attention_2: a float32 row gets no peak and says why (estimator.peak.attention.row_refusal)
+    # flash_attention_2: a float32 row gets no peak and says why (estimator.peak.kernels.attention.row_refusal)
     if options.parallel.strategy is not None:
         raise UnsupportedError([Option("attn_implementation"), " is not simulated with ", Option("strategy"),
                                 " yet; drop one of them."])

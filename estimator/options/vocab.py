@@ -227,7 +227,7 @@ def seconds(value: object, *, option: str, maximum: float = 3600.0) -> float:
 
 
 class AttnImplementation(_Choice):
-    """transformers' ``attn_implementation``: the attention kernel a simulated step runs (estimator.peak.attention)."""
+    """transformers' ``attn_implementation``: the attention kernel a simulated step runs (estimator.peak.kernels.attention)."""
 
     EAGER = "eager"
     SDPA = "sdpa"

@@ -27,16 +27,27 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from estimator.build import torch_dtype
+from estimator.build.rejections import check_runnable
+from estimator.build.transformers_models import transformers_config
 from estimator.errors import BadOptionError, Option, UnsupportedError
+from estimator.load.rows import build, built_rows
 from estimator.options import Device, DType, Library, Mode
-from estimator.peak.attention import attention_kernel, kernel_note, row_refusal, set_attention
+from estimator.options.specs import DEFAULT_IMAGES
+from estimator.peak.engine import simulate_peak
+from estimator.peak.inputs.prompts.processors import Media, media_inputs
+from estimator.peak.inputs.registry import Modality, modality_of, simulated_with, types_with
+from estimator.peak.kernels.attention import attention_kernel, kernel_note, row_refusal, set_attention
+from estimator.peak.parallel.simulate import simulate_parallel
+from estimator.peak.parallel.tp import TPPlanError
+from estimator.peak.sim.training import LoraTargetsError, Recipe
 from estimator.result import Row
 from estimator.source.limits import position_field
 
 if TYPE_CHECKING:
     from estimator.peak.engine import Observe, PeakResult
-    from estimator.peak.processors import Media
-    from estimator.peak.training import Recipe
+    from estimator.peak.inputs.prompts.processors import Media
+    from estimator.peak.sim.training import Recipe
 
 if TYPE_CHECKING:
     from estimator.options import HardwareSpec, LoadSpec, ParallelSpec, WorkSpec
@@ -74,8 +85,6 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
     An int4 row with LoRA is QLoRA: built in the compute dtype (``compute``, the
     ``bnb_compute_dtype``; bfloat16 when not given, QLoRA's usual setting), its Linear layers
     swapped for bitsandbytes' 4-bit ones, trained under autocast in that dtype."""
-    from estimator.build import torch_dtype
-    from estimator.peak.training import Recipe
 
     training = work.training
     if dtype is DType.INT4:
@@ -105,7 +114,6 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
 
 @contextlib.contextmanager
 def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
-    from estimator.peak.training import LoraTargetsError
 
     try:
         yield
@@ -118,7 +126,6 @@ def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
 
 
 def _linear_names(resolved: Resolved) -> list[str]:
-    from estimator.load.rows import build
 
     model = build(resolved, DType.FLOAT32)
     return [name for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) or type(m).__name__ == "Conv1D"]
@@ -140,11 +147,10 @@ def position_note(config: dict[str, Any], work: WorkSpec) -> str | None:
 def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec,
               parallel: ParallelSpec | None = None) -> tuple[Row, ...]:
     """Rows with ``peak_bytes`` and ``components`` for ``work.mode`` (inference or training);
-    per GPU when ``parallel`` names a strategy (:func:`estimator.parallel.simulate.simulate_parallel`).
+    per GPU when ``parallel`` names a strategy (:func:`estimator.peak.parallel.simulate.simulate_parallel`).
 
     ``work``, ``hardware`` and ``parallel`` were checked by :func:`estimator.options.check_supported`.
     """
-    from estimator.load.rows import built_rows
 
     if resolved.library not in (Library.TRANSFORMERS, Library.TIMM):
         raise UnsupportedError([
@@ -155,7 +161,7 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
     beyond = position_note(resolved.config, work) if work.shape.image_size is None else None
     for load_row in built_rows(resolved, load):
         dtype = DType.parse(load_row.dtype, option="dtypes")
-        reason = _why_not(dtype, work) or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.attention
+        reason = _why_not(dtype, work) or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
         if reason is not None:
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
@@ -182,10 +188,9 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
     again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the whole
     model is simulated, so the caching allocator is replayed over every layer's allocations. ``observe``: see
     :func:`~estimator.peak.engine.simulate_peak` (the per-op cost counter, :mod:`estimator.speed.trace`)."""
-    from estimator.peak import simulate_peak
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
-    used = set_attention(model, _kernel(hardware))  # the attention kernel (estimator.peak.attention)
+    used = set_attention(model, _kernel(hardware))  # the attention kernel (estimator.peak.kernels.attention)
     with _SIMULATION_LOCK, _lora_targets_worded(resolved), attention_kernel(_kernel(hardware)):
         result = simulate_peak(
             model,
@@ -211,8 +216,6 @@ def _kernel(hardware: HardwareSpec) -> str | None:
 def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
     """The image (and video) tokens each prompt of ``work`` carries (0 for text models and speech models): what
     the model's processor expands its images and video into, so that a context limit counts them too."""
-    from estimator.build.transformers_models import transformers_config
-    from estimator.peak.processors import media_inputs
 
     media = media_request(resolved, work)
     if media is None or (media.images == 0 and not media.video_frames):
@@ -223,31 +226,28 @@ def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
 
 def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     """What each prompt carries besides text, for a model whose processor family is simulated with its
-    inputs (:mod:`estimator.peak.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
+    inputs (:mod:`estimator.peak.inputs.prompts.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
     None for other models and for a vision-language prompt of text only (``images`` 0)."""
-    from estimator.options.specs import DEFAULT_IMAGES
-    from estimator.peak.audio import audio_simulated, simulated_audio_types
-    from estimator.peak.processors import Media, images_simulated, simulated_image_types
-    from estimator.peak.video_inputs import simulated_video_types, video_simulated
 
     shape = work.shape
     model_type = str(resolved.config.get("model_type") or "")
     preprocessor, processor = resolved.extra.get("preprocessor_config"), resolved.extra.get("processor_config")
-    if shape.video_frames and not video_simulated(model_type):
+    if shape.video_frames and not simulated_with(model_type, Modality.VIDEO):
         raise UnsupportedError([Option("video_frames"), f" shapes video-language models whose video processor is simulated "
-                                f"({', '.join(simulated_video_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.VIDEO))}); {resolved.name} ({model_type}) is not one of them."],
                                option="video_frames")
-    if shape.images and not images_simulated(model_type):
+    if shape.images and not simulated_with(model_type, Modality.IMAGES):
         raise UnsupportedError([Option("images"), f" shapes vision-language models whose processor is simulated "
-                                f"({', '.join(simulated_image_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.IMAGES))}); {resolved.name} ({model_type}) is not one of them."],
                                option="images")
-    if shape.audio_seconds is not None and not audio_simulated(model_type):
+    if shape.audio_seconds is not None and not simulated_with(model_type, Modality.AUDIO):
         raise UnsupportedError([Option("audio_seconds"), f" shapes speech models whose feature extractor is simulated "
-                                f"({', '.join(simulated_audio_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.AUDIO))}); {resolved.name} ({model_type}) is not one of them."],
                                option="audio_seconds")
-    if audio_simulated(model_type):
+    modality = modality_of(model_type)
+    if modality is Modality.AUDIO:
         return Media(audio_seconds=shape.audio_seconds, preprocessor=preprocessor, processor=processor)
-    if not images_simulated(model_type):
+    if modality is None:
         return None
     # a prompt with a video carries no image unless asked (--images)
     images = (0 if shape.video_frames else DEFAULT_IMAGES) if shape.images is None else shape.images
@@ -259,8 +259,6 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
 
 def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:
     """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
-    from estimator.build.rejections import check_runnable
-    from estimator.load.rows import build
 
     built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
     model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
@@ -271,8 +269,6 @@ def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype:
 def _parallel_row(resolved: Resolved, load_row: Row, model: nn.Module, work: WorkSpec, hardware: HardwareSpec,
                   parallel: ParallelSpec, recipe: Recipe | None) -> Row:
     """One row per GPU under ``parallel.strategy``; a row the strategy cannot simulate gets a null peak and a note."""
-    from estimator.parallel.simulate import simulate_parallel
-    from estimator.parallel.tp import TPPlanError
 
     try:
         with _SIMULATION_LOCK, _lora_targets_worded(resolved):
