@@ -38,7 +38,6 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -272,20 +271,18 @@ def _run(
     try:
         workload, unfed = _workload(model, media, batch_size, seq_len, image_size)
         notes: tuple[str, ...] = ()
-        qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.qlora)
-        if qlora:
-            from estimator.peak.qlora import quantize_on_meta
+        if recipe.kbit:  # a bitsandbytes int8 / int4 model (estimator.peak.quantized_inference; QLoRA: estimator.peak.qlora)
+            from estimator.peak.quantized_inference import quantize_for
 
-            compute = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.bfloat16)
-            model = quantize_on_meta(model, compute_dtype=compute)
+            model = quantize_for(model, recipe.kbit_bits, mode)
         if mode == "training":
             model = prepare(model, recipe)
             notes = (f"training recipe: {recipe.describe()}",)
         materialize(model, fake_mode)
-        if qlora:
-            from estimator.peak.qlora import pack_weights
+        if recipe.kbit:
+            from estimator.peak.quantized_inference import pack_for
 
-            pack_weights(model, fake_mode, device=device)
+            notes += pack_for(model, fake_mode, recipe.kbit_bits, mode, device)
         # A vision-language model leaves some vision parameters without gradients (LLaVA's last vision layer,
         # under vision_feature_layer=-2): its first step is run in full, so that the optimizer keeps no state for them.
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
