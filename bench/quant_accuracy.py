@@ -25,6 +25,14 @@ from testkit.quant_truth import KINDS, QUANT_CASES, simulate
 
 CASES = tuple(QUANT_CASES)
 NO_DEFAULT_LORA = ("mixtral_moe",)  # peft has no default LoRA targets for it
+KNOWN = [
+    "Known gaps (not located yet): int4 `generate` on the sliding-window models (mistral_swa, qwen2_swa: -6.1%) and on OPT",
+    "(-2.9%): the same models' int8 runs are within 0.4% and int8's peak is in the MLP's int8 product, int4's in attention,",
+    "so the missing bytes are likely in generate's prefill attention / masks of these models rather than in bitsandbytes.",
+    "gemma_mqa int4: the real run fails (bitsandbytes' AVX512-BF16 repacking asserts 32 | out_features; its k/v",
+    "projections have 16); the simulation meets the same assertion and falls back to the formula, saying so.",
+    "phi3 int8_lora: peft has no default LoRA targets for Phi-3 (the real run refuses too).",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
             worst = max(worst, abs(error))
             lines.append(f"| {case} | {kind} | {truth['peak_bytes']:,} | {sim['peak_bytes']:,} | {error:+.2%} |")
-    lines += ["", f"Worst error: {worst:.2%}."]
+    lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN]
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.only and not args.kinds:

@@ -353,7 +353,7 @@ def pack_for(model: nn.Module, fake_mode: FakeTensorMode, bits: int, mode: str, 
         pack_weights(model, fake_mode, device=device)
         return ()
     pack(model, fake_mode, bits, device=device)
-    return () if mode == "training" and bits == 4 else (describe(bits, device),)
+    return (describe(bits, device),)
 
 
 def refusal(resolved: Any, load_row: Any, dtype: Any, parallel: Any) -> str | None:
