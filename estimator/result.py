@@ -47,6 +47,9 @@ class Row:
     # training: the peak of a hand-written loop that keeps the model's outputs alive through
     # backward() and the optimizer step (peak_bytes is the loop that keeps only the loss); else None
     outputs_kept_bytes: int | None = None
+    # how the weights are held when that is not what ``dtype`` says: a pre-quantized checkpoint's float rows keep its
+    # quantized tensors as stored ("fp8 as stored: F8_E4M3"); else None
+    weights_held: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
@@ -65,6 +68,7 @@ class Row:
             "runtime_overhead": None if self.runtime_overhead is None else dict(self.runtime_overhead),
             "cpu_bytes": self.cpu_bytes,
             "outputs_kept_bytes": self.outputs_kept_bytes,
+            "weights_held": self.weights_held,
             "method": self.method,
             "notes": list(self.notes),
             "fit": None if self.fit is None else dict(self.fit),

@@ -66,3 +66,33 @@ def test_cli_int_rows_are_simulated(results: dict[tuple[str, str, str], Any], tm
     assert any("bitsandbytes 4-bit" in n for n in int4["notes"])
     assert int8["method"] == "simulated" and int8["peak_bytes"] > int4["peak_bytes"]
     assert any("LLM.int8()" in n and "no outlier column assumed" in n for n in int8["notes"])
+
+
+def test_prequantized_float_row_says_how_its_weights_are_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float row of an FP8 checkpoint counts its float8 tensors as stored: the row's ``weights_held`` and the CLI
+    table say so (the dtype alone would read as an unquantized model)."""
+    from types import SimpleNamespace
+
+    from estimator.load import rows
+    from estimator.options import DType, Library, LoadSpec
+    from estimator.report import to_table
+    from estimator.result import Estimate
+    from estimator.source.reference import ModelRef
+    from estimator.source.resolve import Resolved
+
+    tensors = {"model.layers.0.mlp.up_proj.weight": ("F8_E4M3", [256, 128]), "model.layers.0.mlp.up_proj.weight_scale_inv": ("F32", [2, 1]),
+               "model.embed_tokens.weight": ("BF16", [100, 128])}
+    header = SimpleNamespace(tensors={k: SimpleNamespace(dtype=d, shape=s) for k, (d, s) in tensors.items()})
+    metadata = SimpleNamespace(files_metadata={"model.safetensors": header}, metadata={})
+    monkeypatch.setattr(rows.hub, "safetensors_metadata", lambda *a, **k: metadata)
+    config = {"model_type": "llama", "torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8"}}
+    resolved = Resolved(ref=ModelRef(repo_id="someone/fp8"), source="hub", library=Library.TRANSFORMERS, config=config,
+                        files=("model.safetensors",))
+    found = rows.stored_rows(resolved, LoadSpec(dtypes=(DType.BFLOAT16,)), token=None, timeout=5.0, cross_check=False)
+    assert found is not None
+    (row,) = found
+    # float8 as stored; the float tensors (the float32 scales too) in the row's dtype, as stored.py counts them
+    assert row.total_bytes == 256 * 128 + 2 * 2 + 100 * 128 * 2 and row.weights_held == "fp8 as stored: F8_E4M3"
+    assert row.to_dict()["weights_held"] == "fp8 as stored: F8_E4M3"
+    table = to_table(Estimate(model="someone/fp8", library="transformers", source="hub", mode="load", rows=found))
+    assert "bfloat16 [fp8 as stored: F8_E4M3]" in table
