@@ -22,7 +22,8 @@ COLUMNS = ("dtype", "Largest Layer", "Total Size", TRAINING_LABEL)
 def _cells(estimate: Estimate) -> list[list[str]]:
     rows = []
     for row in estimate.rows:
-        cells = [row.dtype, format_bytes(row.largest_layer_bytes), format_bytes(row.total_bytes), format_bytes(row.training_adam_bytes)]
+        label = str(row.dtype) if row.weights_held is None else f"{row.dtype} [{row.weights_held}]"
+        cells = [label, format_bytes(row.largest_layer_bytes), format_bytes(row.total_bytes), format_bytes(row.training_adam_bytes)]
         if estimate.mode != "load":
             peak = format_bytes(row.peak_bytes)
             cells.append(peak if row.cpu_bytes is None else f"{peak} (+ {format_bytes(row.cpu_bytes)} CPU per node)")

@@ -66,6 +66,9 @@ class Row:
     speed: dict[str, Any] | None = None  # GGUF inference on a named GPU or Mac: llama.cpp's speed (estimator.speed.llamacpp.answer)
     # the model's bytes loaded in float32 where the row's producer knows them (accelerate's basis), else None
     float32_bytes: int | None = field(default=None, repr=False)
+    # how the weights are held when that is not what ``dtype`` says: a pre-quantized checkpoint's float rows keep its
+    # quantized tensors as stored ("fp8 as stored: F8_E4M3"); else None
+    weights_held: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
@@ -96,6 +99,7 @@ class Row:
             "runtime_overhead": None if self.runtime_overhead is None else dict(self.runtime_overhead),
             "cpu_bytes": self.cpu_bytes,
             "outputs_kept_bytes": self.outputs_kept_bytes,
+            "weights_held": self.weights_held,
             "method": self.method,
             "notes": list(self.notes),
             "fit": None if self.fit is None else dict(self.fit),

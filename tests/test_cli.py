@@ -40,7 +40,7 @@ def test_local_folder_json_with_no_network(tmp_path: Path) -> None:
     assert fp32["total_bytes"] > bf16["total_bytes"] > 0 and fp32["method"] == "exact"
     assert 0 < int4["total_bytes"] < bf16["total_bytes"] and int4["training_adam_bytes"] is None and int4["notes"]
     assert set(fp32) == {"dtype", "total_bytes", "largest_layer_bytes", "training_adam_bytes", "accelerate_training_bytes", "peak_bytes",
-                         "components", "runtime_overhead", "method", "notes", "fit", "cpu_bytes", "outputs_kept_bytes"}
+                         "components", "runtime_overhead", "method", "notes", "fit", "cpu_bytes", "outputs_kept_bytes", "weights_held"}
     assert fp32["peak_bytes"] is None and fp32["components"] == {}
 
 

@@ -11,6 +11,7 @@ from estimator.options import DType, Library
 from estimator.result import Method, Row
 from estimator.source import hub
 from estimator.source.stored import (
+    FLOATING,
     StoredTensor,
     is_prequantized,
     local_checkpoint,
@@ -219,8 +220,11 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
         training: int | None
+        held = None
         if stored.quantized:
             training = None
+            kinds = sorted({t.dtype for t in tensors if t.dtype not in FLOATING and t.dtype not in ("I64", "BOOL")})
+            held = f"{quant_method or 'quantized'} as stored: {', '.join(kinds)}"
             row_notes.append(f"pre-quantized checkpoint ({quant_method or 'integer or float8 tensors'}): quantized tensors counted as stored; not trainable as is")
         else:
             per_param = ADAM_BYTES_MIXED if dtype.is_16bit else ADAM_BYTES_FP32
@@ -233,6 +237,7 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
             method="stored",
             notes=tuple(row_notes),
             float32_bytes=stored_bytes(tensors, DType.FLOAT32).total_bytes,
+            weights_held=held,
         ))
     return tuple(rows)
 

@@ -41,7 +41,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -59,7 +58,7 @@ from estimator.peak.sim.materialize import materialize
 from estimator.peak.sim.steps import AFTER, StepPeak, simulate_step
 from estimator.peak.sim.tracker import PeakSnapshot, StorageTracker
 from estimator.peak.sim.training import LoraTargetsError, Recipe, prepare
-from estimator.peak.workload import StepRefusedError, Workload, model_dtype
+from estimator.peak.workload import StepRefusedError, Workload
 
 __all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
 
@@ -289,20 +288,18 @@ def run_simulation(
     try:
         workload, unfed = pick_workload(model, media, batch_size, seq_len, image_size)
         notes: tuple[str, ...] = ()
-        qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.sim.qlora)
-        if qlora:
-            from estimator.peak.sim.qlora import quantize_on_meta
+        if recipe.kbit:  # a bitsandbytes int8 / int4 model (estimator.peak.sim.quantized; QLoRA: estimator.peak.sim.qlora)
+            from estimator.peak.sim.quantized import quantize_for
 
-            compute = model_dtype(model, torch.bfloat16)
-            model = quantize_on_meta(model, compute_dtype=compute)
+            model = quantize_for(model, recipe.kbit_bits, mode)
         if mode == "training":
             model = prepare(model, recipe)
             notes = (f"training recipe: {recipe.describe()}",)
         materialize(model, fake_mode)
-        if qlora:
-            from estimator.peak.sim.qlora import pack_weights
+        if recipe.kbit:
+            from estimator.peak.sim.quantized import pack_for
 
-            pack_weights(model, fake_mode, device=device)
+            notes += pack_for(model, fake_mode, recipe.kbit_bits, mode, device)
         # A vision-language model leaves some vision parameters without gradients (LLaVA's last vision layer,
         # under vision_feature_layer=-2): its first step is run in full, so that the optimizer keeps no state for them.
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,

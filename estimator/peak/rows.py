@@ -3,15 +3,16 @@
 The peak comes from :func:`estimator.peak.simulate_peak`, which runs the model's own forward (and
 backward and optimizer step) on fake tensors. What this version simulates, row by row:
 
-- inference: float32, float16 and bfloat16 rows (prefill with the KV cache, as ``generate`` runs it);
+- inference: float32, float16 and bfloat16 rows (prefill with the KV cache, as ``generate`` runs it); int8 and
+  int4 rows as bitsandbytes runs them (:mod:`estimator.peak.sim.quantized`);
 - training (:func:`recipe_for` turns the options into the step that is run; QLoRA for int4 rows
   with ``--lora-rank``):
   float32 rows in float32; 16-bit rows in mixed precision by default (float32 master weights,
   forward and loss under ``torch.autocast`` in the row's dtype) or entirely in 16 bits with
   ``--pure-16bit``; with ``--lora-rank`` the frozen base stays in the row's dtype and only the
   adapters train (float32 adapters, autocast, except with ``--pure-16bit``); every optimizer,
-  gradient checkpointing; int4 rows with ``--lora-rank`` as QLoRA. Other quantized rows (float8;
-  int8; int4 without LoRA or in inference) get a null ``peak_bytes`` with a note saying why.
+  gradient checkpointing; int4 and int8 rows with ``--lora-rank`` as (Q)LoRA. Other quantized rows (float8;
+  int8 / int4 training without LoRA, pre-quantized checkpoints) get a null ``peak_bytes`` with a note saying why.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -67,14 +68,10 @@ def _why_not(dtype: DType, work: WorkSpec) -> str | None:
     """Why this row's peak is not simulated, or None when it is."""
     if dtype in _SIMULATED_DTYPES:
         return None
-    if work.mode is Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
-        if work.training.lora_rank is None:
+    if dtype in (DType.INT8, DType.INT4):  # bitsandbytes: estimator.peak.sim.quantized (QLoRA: estimator.peak.sim.qlora)
+        if work.mode is Mode.TRAINING and work.training.lora_rank is None:
             return (f"{dtype.value}: bitsandbytes-quantized weights are not trained directly (transformers refuses a "
                     "purely quantized model); a LoRA rank (lora_rank: the CLI's --lora-rank, the page's LoRA rank field) simulates QLoRA; peak_bytes is null")
-        if dtype is DType.INT8:
-            return ("int8: QLoRA on 8-bit weights is not simulated (int4 rows are): LLM.int8()'s matmul splits off the "
-                    "outlier columns it finds in each batch (threshold 6.0), so its temporaries depend on the data, which "
-                    "fake tensors do not have; peak_bytes is null")
         return None
     return f"{dtype.value}: peaks of quantized models are not simulated yet; peak_bytes is null"
 
@@ -82,12 +79,12 @@ def _why_not(dtype: DType, work: WorkSpec) -> str | None:
 def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tuple[DType, Recipe]:
     """The dtype the model is built in for this row's training step, and how the step runs.
 
-    An int4 row with LoRA is QLoRA: built in the compute dtype (``compute``, the
+    An int4 (int8) row with LoRA is QLoRA (LoRA on LLM.int8()): built in the compute dtype (``compute``, the
     ``bnb_compute_dtype``; bfloat16 when not given, QLoRA's usual setting), its Linear layers
     swapped for bitsandbytes' 4-bit ones, trained under autocast in that dtype."""
 
     training = work.training
-    if dtype is DType.INT4:
+    if dtype in (DType.INT4, DType.INT8):
         compute = compute or DType.BFLOAT16
         return compute, Recipe(
             optimizer=training.optimizer.value,
@@ -96,6 +93,7 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
             lora_rank=training.lora_rank,
             lora_targets=training.lora_targets,
             kbit=True,
+            kbit_bits=4 if dtype is DType.INT4 else 8,
         )
     lora = training.lora_rank is not None
     mixed = dtype.is_16bit and not training.pure_16bit
@@ -161,7 +159,10 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
     beyond = position_note(resolved.config, work) if work.shape.image_size is None else None
     for load_row in built_rows(resolved, load):
         dtype = DType.parse(load_row.dtype, option="dtypes")
-        reason = _why_not(dtype, work) or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
+        from estimator.peak.sim.quantized import refusal
+
+        reason = _why_not(dtype, work) or refusal(resolved, load_row, dtype, parallel) \
+            or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
         if reason is not None:
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
@@ -261,6 +262,10 @@ def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype:
     """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
 
     built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
+    if work.mode is not Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
+        from estimator.peak.sim.quantized import inference_plan
+
+        built_in, recipe = inference_plan(resolved, load, dtype)
     model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
     check_runnable(model, resolved.config, name=resolved.name)
     return model, recipe

@@ -58,12 +58,15 @@ class Recipe:
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] | None = None
     kbit: bool = False  # QLoRA: the base is a bitsandbytes-quantized model
+    kbit_bits: int = 4  # with kbit: 4 (load_in_4bit, nf4) or 8 (load_in_8bit, LLM.int8()); inference uses it too
     adapters_in_float32: bool = True  # peft's autocast_adapter_dtype (off for a pure 16-bit step)
 
     def describe(self) -> str:
         parts = []
         if self.kbit:
-            parts.append("QLoRA: transformers' bitsandbytes 4-bit swap (nf4, blocks of 64, no double quantization), "
+            swap = ("4-bit swap (nf4, blocks of 64, no double quantization)" if self.kbit_bits == 4 else
+                    "8-bit swap (LLM.int8(), threshold 6.0)")
+            parts.append(f"{'QLoRA' if self.kbit_bits == 4 else 'LoRA on int8'}: transformers' bitsandbytes {swap}, "
                          "peft.prepare_model_for_kbit_training (base frozen, 16-bit non-quantized parameters to float32)")
         if self.lora_rank is not None:
             targets = ", ".join(self.lora_targets) if self.lora_targets else "peft's default targets"
