@@ -96,3 +96,7 @@ def test_prequantized_float_row_says_how_its_weights_are_held(monkeypatch: pytes
     assert row.to_dict()["weights_held"] == "fp8 as stored: F8_E4M3"
     table = to_table(Estimate(model="someone/fp8", library="transformers", source="hub", mode="load", rows=found))
     assert "bfloat16 [fp8 as stored: F8_E4M3]" in table
+    from estimator_app.tables import results_frame  # the page says it too, in a column of its own
+
+    frame = results_frame(Estimate(model="someone/fp8", library="transformers", source="hub", mode="load", rows=found))
+    assert list(frame["Weights held as"]) == ["fp8 as stored: F8_E4M3"] and list(frame["dtype"]) == ["bfloat16"]
