@@ -1,8 +1,8 @@
 """The simulated CPU peak of a coverage-bench type's small config against the CPU allocator, with its media.
 
 The model is the coverage bench's small config (``testkit.coverage.small_config``), fed what the estimator
-feeds it (one image, or ``--audio-seconds`` of audio: ``estimator.peak.processors.media_inputs`` /
-``estimator.peak.audio.audio_inputs``) with 16 text tokens. Truth: the model built inside ``torch.profiler``
+feeds it (one image, or ``--audio-seconds`` of audio: ``estimator.peak.inputs.prompts.processors.media_inputs`` /
+``estimator.peak.inputs.audio.features.audio_inputs``) with 16 text tokens. Truth: the model built inside ``torch.profiler``
 (profile_memory), ``generate`` with 4 new tokens for inference (PI0: its ``sample_actions``), two AdamW steps with the model's loss for
 training; the peak of "Total Allocated" over the work. Each measurement and simulation runs in a fresh process.
 Writes nothing; prints one markdown row per case.
@@ -23,8 +23,8 @@ _NEW = 4
 
 
 def _media(model_type: str, seconds: float | None) -> Any:
-    from estimator.peak.audio import audio_simulated
-    from estimator.peak.processors import Media
+    from estimator.peak.inputs.audio.features import audio_simulated
+    from estimator.peak.inputs.prompts.processors import Media
 
     return Media(audio_seconds=seconds) if audio_simulated(model_type) else Media(images=1)
 
@@ -37,8 +37,8 @@ def run(model_type: str, mode: str, kind: str, seconds: float | None) -> dict[st
     import transformers
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from estimator.peak.audio import audio_inputs, audio_simulated
-    from estimator.peak.processors import media_inputs
+    from estimator.peak.inputs.audio.features import audio_inputs, audio_simulated
+    from estimator.peak.inputs.prompts.processors import media_inputs
     from testkit.coverage import small_config
     from testkit.peak_truth import train_or_infer
     from testkit.truth import trace_events, window_peak
@@ -48,8 +48,8 @@ def run(model_type: str, mode: str, kind: str, seconds: float | None) -> dict[st
     if model is None:
         raise SystemExit(f"{model_type}: no small config ({reason})")
     config, media = model.config, _media(model_type, seconds)
-    if model_type == "pi0":  # its own provider (estimator.peak.pi0_inputs), not a processor family
-        from estimator.peak.pi0_inputs import _processed
+    if model_type == "pi0":  # its own provider (estimator.peak.inputs.vision.pi0), not a processor family
+        from estimator.peak.inputs.vision.pi0 import _processed
 
         tensors = _processed(config, 1, _TEXT, None, 1)
         tensors.pop("image_tokens")

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 def measure_one(case_name: str, mode: str) -> dict[str, Any]:
     import torch
 
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.peak_cases import CASES
     from testkit.peak_truth import run_work as _work
 

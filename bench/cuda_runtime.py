@@ -1,5 +1,5 @@
 """The CUDA runtime's own memory and the caching allocator, measured on a lent GPU, against
-what ``runtime_overhead`` says (estimator.fit.runtime, estimator.peak.cuda_allocator).
+what ``runtime_overhead`` says (estimator.fit.runtime, estimator.peak.kernels.cuda.allocator).
 
 Run from the repository root on a machine with an NVIDIA GPU: ``python -m bench.cuda_runtime``
 (one fresh process per case, PyTorch's default allocator and cuBLAS settings). Per case it prints:
@@ -38,7 +38,7 @@ def measure_one(case_name: str, mode: str) -> dict[str, Any]:
     from estimator.fit.gpus import GPU
     from estimator.fit.runtime import CUDA_CONTEXT_BYTES, cublas_workspace_bytes
     from estimator.peak import simulate_peak
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.peak_cases import CASES
     from testkit.peak_truth import run_work as _work
 

@@ -1,12 +1,15 @@
-"""Benchmark: a fit answer for Llama-3.1-8B on one GPU (fits?, largest batch, longest sequence).
+"""Benchmark: an answer with a GPU chosen (fits?, largest batch, longest sequence) against the same answer with none.
 
-Run from the repository root: ``python -m bench.fit_speed [--gpu L4] [--mode inference] [--repeat 2]``.
-The model is the bundled catalog copy of meta-llama/Llama-3.1-8B's config (a local folder, no
-network). The first call warms the process (imports, meta kernels); each timed call is a fresh
-``estimate(..., gpu=...)`` at batch 1 x 2048 in bfloat16 (answers are not cached for local folders),
-which simulates the row and then searches both boundaries with fresh simulations.
-Results go to bench/results/fit_speed.md (target: under 5 s warm). ``--smoke``: a 2-layer Llama, one GPU, inference,
-one round, 128 tokens, nothing written.
+Run from the repository root: ``python -m bench.fit_speed [--repeat 1] [--unguided]``. The models are the bundled
+catalog copies of their Hub configs (local folders, no network; answers are not cached for local folders). The
+first call warms the process (imports, meta kernels). For each case, in one run: the answer with no GPU chosen (its
+layers simulated in part and extrapolated), the same answer with the GPU chosen (every layer simulated, so the
+caching allocator is replayed, then the largest batch and the longest sequence searched with whole-model
+simulations, :mod:`estimator.fit.plan`), their ratio, the simulations the GPU answer ran, and ``os.getloadavg()``
+before and after (the machine is shared: times move with the load, ratios less). ``--unguided`` also times the
+search without its first guess, to show what the guess saves; both must give the
+same answer (checked). Results go to bench/results/fit_speed.md (target: under 5 s warm). ``--smoke``: a 2-layer
+Llama, one GPU, inference, one round, 128 tokens, nothing written.
 """
 
 from __future__ import annotations
@@ -15,46 +18,88 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL = ROOT / "estimator/source/catalog/data/meta-llama__Llama-3.1-8B"
+CATALOG = ROOT / "estimator/source/catalog/data"
+# (label, catalog folder, mode, seq_len, GPU, other options): the issue's slow answers
+CASES: list[tuple[str, str, str, int, str, dict[str, Any]]] = [
+    ("Llama-3.1-8B inference x 8192", "meta-llama__Llama-3.1-8B", "inference", 8192, "RTX 4090", {}),
+    ("Llama-3.1-8B inference x 8192", "meta-llama__Llama-3.1-8B", "inference", 8192, "L4", {}),
+    ("Llama-3.1-8B LoRA r16 x 512", "meta-llama__Llama-3.1-8B", "training", 512, "RTX 4090", {"lora_rank": 16}),
+    ("Llama-3.1-8B LoRA r16 x 2048, checkpointing", "meta-llama__Llama-3.1-8B", "training", 2048, "RTX 4090",
+     {"lora_rank": 16, "gradient_checkpointing": True}),
+    ("Mistral-7B LoRA r16 x 512", "mistralai__Mistral-7B-v0.1", "training", 512, "L4", {"lora_rank": 16}),
+]
+
+
+def _load() -> str:
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
+
+
+def _timed(model: str, **kwargs: Any) -> tuple[float, Any]:
+    from estimator import estimate
+
+    t0 = time.perf_counter()
+    row = estimate(model, dtypes="bfloat16", **kwargs).rows[0]
+    return time.perf_counter() - t0, row
+
+
+def _simulations(row: Any) -> int:
+    """Whole-model simulations of a GPU answer: the row's own, then the two searches'."""
+    fit = row.fit or {}
+    return 1 + sum(fit.get(k, {}).get("simulations", 0) for k in ("batch_boundary", "seq_boundary"))
 
 
 def main(argv: list[str] | None = None) -> int:
     from bench._smoke import SMOKE_HELP, tiny_llama_folder
     from estimator import estimate
+    from estimator.fit import plan
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gpus", nargs="+", default=["L4", "A100 80GB", "H100 80GB"])
-    ap.add_argument("--modes", nargs="+", default=["inference", "training"])
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--unguided", action="store_true", help="also time the search without its first guess")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args(argv)
-    model, seq_len = MODEL, 2048
+    cases = CASES
     if args.smoke:
-        model, seq_len, args.gpus, args.modes, args.repeat = tiny_llama_folder(), 128, ["L4"], ["inference"], 1
-    estimate(str(model), mode="inference", dtypes="bfloat16", seq_len=min(512, seq_len))  # warm-up
-    lines = ["| mode | GPU | fits | max batch | max seq | simulations | warm seconds (each run) |", "|---|---|---|---:|---:|---:|---|"]
-    for mode in args.modes:
-        extra = {"lora_rank": 16} if mode == "training" else {}
-        for gpu in args.gpus:
-            times, row = [], None
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                row = estimate(str(model), mode=mode, dtypes="bfloat16", seq_len=seq_len, gpu=gpu, **extra).rows[0]
-                times.append(time.perf_counter() - t0)
-            assert row is not None and row.fit is not None
+        cases, args.repeat = [("tiny llama inference x 128", str(tiny_llama_folder()), "inference", 128, "L4", {})], 1
+    estimate(str(CATALOG / "meta-llama__Llama-3.1-8B") if not args.smoke else cases[0][1], mode="inference", dtypes="bfloat16",
+             seq_len=128)  # warm-up
+    lines = ["| case | GPU | no GPU (s) | GPU chosen (s) | ratio | simulations | max batch | max seq | peak bytes | load before/after |"
+             + (" unguided (s) | unguided simulations |" if args.unguided else ""),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if args.unguided else "")]
+    for label, folder, mode, seq_len, gpu, extra in cases:
+        model = folder if args.smoke else str(CATALOG / folder)
+        for _ in range(args.repeat):
+            before = _load()
+            plain, _row = _timed(model, mode=mode, seq_len=seq_len, **extra)
+            chosen, row = _timed(model, mode=mode, seq_len=seq_len, gpu=gpu, **extra)
             fit = row.fit
-            sims = sum(fit.get(k, {}).get("simulations", 0) for k in ("batch_boundary", "seq_boundary"))
-            lines.append(f"| {mode}{' LoRA r16' if extra else ''} | {gpu} | {fit['fits']} | {fit['max_batch_size']} | {fit['max_seq_len']} "
-                         f"| {sims} | {', '.join(f'{t:.1f}' for t in times)} |")
-            print(lines[-1], flush=True)
+            assert fit is not None
+            line = (f"| {label} | {gpu} | {plain:.1f} | {chosen:.1f} | {chosen / plain:.1f} | {_simulations(row)} | {fit['max_batch_size']} "
+                    f"| {fit['max_seq_len']} | {row.peak_bytes:,} | {before} / {_load()} |")
+            if args.unguided:
+                guess = plan._guess
+                plan._guess = lambda *a, **k: None  # type: ignore[assignment]  # the search without its guess
+                try:
+                    old, old_row = _timed(model, mode=mode, seq_len=seq_len, gpu=gpu, **extra)
+                finally:
+                    plan._guess = guess  # type: ignore[assignment]
+                same = (old_row.peak_bytes, old_row.fit["max_batch_size"], old_row.fit["max_seq_len"], old_row.fit["needed_bytes"])
+                assert same == (row.peak_bytes, fit["max_batch_size"], fit["max_seq_len"], fit["needed_bytes"]), (same, fit)
+                line += f" {old:.1f} | {_simulations(old_row)} |"
+            lines.append(line)
+            print(line, flush=True)
     if args.smoke:
         return 0
     out = ROOT / "bench/results/fit_speed.md"
-    out.write_text("# Fit answer speed: Llama-3.1-8B, bfloat16, batch 1 x 2048\n\n"
-                   f"Command: `python -m bench.fit_speed` ({os.cpu_count()} CPUs; other sessions may have shared them).\n\n"
-                   + "\n".join(lines) + "\n")
+    out.write_text("# Fit answer speed: a GPU chosen against none (bfloat16, batch 1)\n\n"
+                   f"Command: `python -m bench.fit_speed{' --unguided' if args.unguided else ''}` ({os.cpu_count()} CPUs, shared with "
+                   "other sessions: the load averages (1/5/15 min) are recorded beside each case; the ratio moves less than the "
+                   "seconds). Simulations: whole-model simulations of the GPU answer (its row, then the batch and sequence "
+                   "searches). The unguided columns are the same search without its first guess (each prediction still simulated "
+                   "with its neighbour): same answers, checked.\n\n" + "\n".join(lines) + "\n")
     return 0
 
 

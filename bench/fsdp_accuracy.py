@@ -13,7 +13,7 @@ repository root. For 5 tiny architectures (GPT-2, Llama with GQA, BERT MLM, T5, 
   ``estimate-memory --device cpu --gpus 2 --strategy fsdp`` reports per rank.
 
 The target (issue 16): ours is never below the median of the measured rank peaks and within 3%
-of the largest. The schedule the simulation assumes is in ``estimator/parallel/fsdp.py``; the
+of the largest. The schedule the simulation assumes is in ``estimator/peak/parallel/fsdp.py``; the
 early end of gloo's schedule (``GLOO_HELD = 0``) is shown against the smallest measured peak. ``--smoke``: one
 case (gpt2) and recipe against the recorded truths (no torchrun), nothing written.
 """
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         f"`python -m bench.fsdp_accuracy --runs {args.runs}`. Measured: `testkit/fsdp_truth.py` under `torchrun --nproc_per_node 2` "
         "(fully_shard per block + root, two float32 AdamW steps, batch 2 x 128 per rank, torch.profiler's \"Total Allocated\" peak "
         "of each rank, counted from after the model is built and sharded). Ours: `estimate-memory --device cpu --gpus 2 --strategy fsdp`'s "
-        "simulation (`estimator.parallel.simulate.simulate_parallel`). Target: ours >= median and within 3% of the largest measured rank peak.", "",
+        "simulation (`estimator.peak.parallel.simulate.simulate_parallel`). Target: ours >= median and within 3% of the largest measured rank peak.", "",
         f"Machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, 2 shared cores.", "",
         "| case | recipe | measured rank peaks (all runs, bytes) | median | largest | ours | ours vs median | ours vs largest | target met "
         "| early end (`GLOO_HELD = 0`) | early end vs smallest |",
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
               "free it on their worker thread, so the frees follow the threads' timing; the measured peaks step by one block's "
               "parameters (or the root's). The simulation assumes FSDP2's own program order for everything it allocates (the fake "
               "process group completes each collective at once) and, on `--device cpu`, gloo's buffers of the last three collectives of "
-              "each kind held after a collective returns (`GLOO_HELD = 3` in estimator/parallel/fsdp.py), the late end of real runs. "
+              "each kind held after a collective returns (`GLOO_HELD = 3` in estimator/peak/parallel/fsdp.py), the late end of real runs. "
               "The early end, every buffer freed as its collective returns (`GLOO_HELD = 0`), is the last column: it is what the runs "
               "with the smallest peak measured, so every measured peak lies between the two schedules (tests/test_parallel_fsdp.py "
               "checks that on every CI run). On `--device cuda` (NCCL) no such buffer is counted."]

@@ -84,7 +84,8 @@ def torchinfo_total(case: PeakCase, model: torch.nn.Module) -> int | None:
     except ImportError:  # optional: the column shows n/a
         return None
 
-    from estimator.peak.inputs import ModelKind, workload_for
+    from estimator.peak.inputs.providers import workload_for
+    from estimator.peak.workload import ModelKind
 
     wl = workload_for(model, batch_size=case.batch_size, seq_len=case.seq_len, image_size=case.image_size)
     inputs = wl.make_inputs()

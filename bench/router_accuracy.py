@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 "while the work runs, in a fresh process with the model built inside the profiled region "
                 "(`testkit/router_truth.py`). Configs: the coverage bench's small config of each type (hidden 64, 2 layers, "
                 "4 experts), batch 2; the routers' parameters set to zero (their scores tie: the routing the simulation "
-                "assumes, `estimator/peak/routing.py`). Inference = one `no_grad` forward (JetMoE: generate's prefill; "
+                "assumes, `estimator/peak/inputs/routing.py`). Inference = one `no_grad` forward (JetMoE: generate's prefill; "
                 "Switch: the encoder, then the first decoder step); training = two AdamW steps in float32.")
     lines += ["", f"Largest error outside the known gaps: {worst:.2%}."]
     if not args.only:

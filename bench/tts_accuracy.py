@@ -1,4 +1,4 @@
-"""Simulated CPU peaks of text-to-speech models (estimator.peak.tts_inputs) against the allocator.
+"""Simulated CPU peaks of text-to-speech models (estimator.peak.inputs.audio.tts) against the allocator.
 
 FastSpeech 2 (inference: the duration predictor's output taken as 4 frames per token, written into the real
 run's output too, so both runs expand the text the same way) and VITS (inference and its training step, the
@@ -58,7 +58,7 @@ def _job(job: tuple[str, str, str, int]) -> tuple[tuple[str, str, str, int], Any
             return job, {"peak": r.peak_bytes, "method": r.method, "notes": list(r.notes)}
         from torch.profiler import ProfilerActivity, profile, record_function
 
-        from estimator.peak.inputs import workload_for
+        from estimator.peak.inputs.providers import workload_for
         from testkit.peak_truth import run_work
         from testkit.truth import trace_events, window_peak
 

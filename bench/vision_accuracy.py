@@ -1,7 +1,7 @@
 """Simulated CPU peaks of small vision models (``testkit.vision_truth``'s cases) against the allocator.
 
 Each case is a small model (most: the coverage bench's small config of its type) fed its own processor's
-inputs (``estimator.peak.vision_inputs`` / ``vision_more``), inference (one ``no_grad`` forward) and training
+inputs (``estimator.peak.inputs.vision.models`` / ``vision_more``), inference (one ``no_grad`` forward) and training
 (two AdamW steps); each measurement and each simulation in a fresh process. Writes
 ``bench/results/vision_accuracy.md``; a run of some cases replaces their rows and keeps the others'.
 

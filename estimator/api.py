@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from estimator.cache import LRUCache
 from estimator.errors import HubError, Option, UnsupportedError
-from estimator.load import gguf
 from estimator.options import DType, Library, Mode, Options, parse_options, seconds
 from estimator.result import Estimate, Row
 from estimator.source import hub
@@ -36,7 +35,7 @@ def estimate(
     gpu_memory_utilization: Any = 0.9, max_model_len: Any = None, max_num_seqs: Any = None, max_num_batched_tokens: Any = None,
     kv_cache_dtype: str = "auto", block_size: Any = 16, tensor_parallel_size: Any = 1, pipeline_parallel_size: Any = 1,
     quantization: str | None = None, vllm_version: str | None = None,
-    gpus: Any = 1, nodes: Any = 1, strategy: str | None = None, offload: str = "none", attn_implementation: str | None = None,
+    gpus: Any = 1, nodes: Any = 1, strategy: str | None = None, offload: str = "none", attn_implementation: str | None = None, cpu_threads: Any = None,
 ) -> Estimate:
     """Estimate the memory ``model`` needs, per dtype. See ``docs/CONTRACT.md`` for every field.
 
@@ -68,6 +67,8 @@ def estimate(
 
     ``attn_implementation`` (eager, sdpa, flash_attention_2; None: transformers' default for the model) is the
     attention kernel the simulated inference or training step runs (docs/peak.md, "Attention kernel").
+    ``cpu_threads`` (``device="cpu"``): the threads of the CPU run simulated, which size its kernels'
+    per-thread scratch; by default this process's ``torch.get_num_threads()``.
     """
     options = parse_options(
         library=library, dtypes=dtypes, mode=mode, device=device, optimizer=optimizer, batch_size=batch_size,
@@ -80,7 +81,7 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
         tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, quantization=quantization,
         vllm_version=vllm_version,
-        gpus=gpus, nodes=nodes, strategy=strategy, offload=offload, attn_implementation=attn_implementation,
+        gpus=gpus, nodes=nodes, strategy=strategy, offload=offload, attn_implementation=attn_implementation, cpu_threads=cpu_threads,
     )
     target_gpu(options)  # an unknown GPU or a malformed capacity is refused before any work
     timeout = seconds(timeout, option="timeout")  # how long each Hub call may take; not part of the answer
@@ -89,6 +90,8 @@ def estimate(
     else:
         ref = parse_reference(model, revision=revision, endpoint=hub.endpoint() if "://" in model else None)
     if ref.path is not None and is_gguf_path(ref.path):  # a local .gguf file, or a folder of them: llama.cpp's rows
+        from estimator.load import gguf  # llama.cpp's accounting, imported only for GGUF files
+
         result = gguf.local_gguf_estimate(ref.path, options=options, capacity_bytes=gpu_capacity(options), speed=gguf_speed(options))
         return _with_gguf_fit(result, options)
     if ref.path is not None:
@@ -115,7 +118,9 @@ def estimate(
         logger.debug("cache hit for %s@%s", ref.repo_id, info.sha)
         return cached
     files = tuple(s.rfilename for s in (info.siblings or []))
-    if options.load.library is Library.AUTO and gguf.is_gguf_only(files):
+    if options.load.library is Library.AUTO and _gguf_only(files):
+        from estimator.load import gguf  # llama.cpp's accounting, imported only for GGUF repos
+
         result = gguf.gguf_estimate(info, options=options, token=token, timeout=timeout, capacity_bytes=gpu_capacity(options),
                                     speed=gguf_speed(options))
         result = _with_gguf_fit(result, options)
@@ -128,6 +133,12 @@ def estimate(
     if info.sha:
         _CACHE.put(key, result)
     return result
+
+
+def _gguf_only(files: tuple[str, ...]) -> bool:
+    """``estimator.load.gguf.is_gguf_only``'s rule (GGUF files and no config.json), here so that other answers do not
+    import llama.cpp's accounting."""
+    return "config.json" not in files and any(name.lower().endswith(".gguf") for name in files)
 
 
 def gpu_capacity(options: Options) -> int | None:
@@ -188,6 +199,15 @@ def _from_catalog(repo_id: str, revision: str | None, options: Options) -> Estim
 
 def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float = hub.DEFAULT_TIMEOUT_S) -> Estimate:
     check_config(resolved.config, model=resolved.name)
+    if options.hardware.cpu_threads is not None and options.mode is not Mode.LOAD:  # device cpu: the run's threads
+        from estimator.peak.kernels.cpu.isa import target_threads
+
+        with target_threads(options.hardware.cpu_threads):
+            return _rows_estimate(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
+    return _rows_estimate(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
+
+
+def _rows_estimate(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float) -> Estimate:
     rows: tuple[Row, ...] | None = None
     if resolved.source == "hub" and options.mode is Mode.LOAD and set(options.dtypes) <= STORED_DTYPES:
         from estimator.load import rows as loadrows
@@ -246,6 +266,8 @@ def gguf_speed(options: Options) -> Any:
 
 def target_gpu(options: Options) -> GPU | None:
     """The GPU of ``--gpu`` (by name) or ``--gpu-memory`` (a capacity), or ``None``."""
+    if options.hardware.gpu is None and options.hardware.gpu_memory is None:
+        return None  # without a GPU the list is not read (a load answer's start-up: docs/benchmarks.md)
     from estimator.fit.gpus import custom_gpu, find_gpu
 
     if options.hardware.gpu is not None:

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -30,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("model", help="Hub repo id (org/name or a legacy id like gpt2), Hub URL, a local folder with a config.json, or a local .gguf file")
     parser.add_argument("--library", "--library_name", default="auto", help="auto, transformers, timm, diffusers, sentence-transformers (default: auto)")
-    parser.add_argument("--dtypes", nargs="+", default=None, help="float32 float16 bfloat16 float8 int8 int4, space- or comma-separated (default: float32 float16 int8 int4)")
+    parser.add_argument("--dtypes", nargs="+", default=None, help="float32 float16 bfloat16 float8 int8 int4, space- or comma-separated; short names too: "
+                                                                     "fp32 fp16 bf16 fp8 8bit 4bit/nf4 (default: float32 float16 int8 int4)")
     parser.add_argument("--bnb-compute-dtype", default=None,
                         help="int8/int4 rows: the dtype= you pass to from_pretrained with bitsandbytes, float32, float16 or bfloat16 "
                              "(default: auto, the checkpoint's dtype, as transformers loads it)")
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cuda", help="cuda or cpu (default: cuda)")
     parser.add_argument("--attn-implementation", default=None, help="attention kernel of the simulated step: eager, sdpa, "
                         "flash_attention_2 (CUDA, 16-bit) or flex_attention (default: transformers' default for the model)")
+    parser.add_argument("--cpu-threads", default=None, help="--device cpu: threads of the run simulated (default: this machine's torch threads)")
     parser.add_argument("--optimizer", default="adamw", help="adamw, sgd, adafactor, adamw8bit (default: adamw)")
     parser.add_argument("--pure-16bit", action="store_true", help="training: keep 16-bit rows entirely in 16 bits")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="training: recompute activations")
@@ -85,10 +88,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", default="table", help="table, json, csv or markdown (default: table)")
     parser.add_argument("--count-gpus", action="store_true",
                         help="also: the fewest GPUs of --gpu (or --gpu-memory) that fit this training (--strategy, default fsdp), inference or serving request")
+    parser.add_argument("--json", action="store_const", const="json", dest="format", help="the same as --format json")
     parser.add_argument("--cross-check", action="store_true", help="also build the model on meta and compare with the checkpoint's headers")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each Hub call (default: 10)")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks, debug logs and the libraries' own warnings (off otherwise)")
     return parser
+
+
+def quiet_libraries(*, debug: bool) -> None:
+    """Without ``--debug``, the libraries' own warnings stay off standard error (transformers', peft's, torch's,
+    accelerate's and bitsandbytes' ``logging`` records below ERROR and every ``warnings.warn``): what bears on an
+    answer is in its notes, and a failure is the one line below. ``--debug`` shows them all, with debug logs.
+    Also no progress bars, and no Hub telemetry (the agent-harness list huggingface_hub fetches is not part of the
+    answer: docs/benchmarks.md, "Hub requests per answer"). Variables the user set win."""
+    logging.basicConfig(level=logging.DEBUG if debug else logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    if debug:
+        return
+    warnings.simplefilter("ignore")
+    for name, value in (("TRANSFORMERS_VERBOSITY", "error"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                        ("HF_HUB_DISABLE_TELEMETRY", "1"), ("PYTHONWARNINGS", "ignore")):  # the last: subprocesses too
+        os.environ.setdefault(name, value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -98,10 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sweep_main(argv[1:])
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not args.debug:
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    quiet_libraries(debug=args.debug)
     try:
         from estimator.api import estimate
         from estimator.report import render
@@ -109,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output_format = OutputFormat.parse(args.format, option="format")
         result = estimate(
             args.model, library=args.library, dtypes=args.dtypes, mode=args.mode, batch_size=args.batch_size,
-            seq_len=args.seq_len, image_size=args.image_size, max_new_tokens=args.max_new_tokens, device=args.device,
+            seq_len=args.seq_len, image_size=args.image_size, max_new_tokens=args.max_new_tokens, device=args.device, cpu_threads=args.cpu_threads,
             images=args.images, video_frames=args.video_frames, audio_seconds=args.audio_seconds,
             optimizer=args.optimizer, pure_16bit=args.pure_16bit, gradient_checkpointing=args.gradient_checkpointing,
             lora_rank=args.lora_rank, lora_targets=args.lora_targets, gpu=args.gpu, gpu_memory=args.gpu_memory, revision=args.revision,

@@ -2,7 +2,7 @@
 
 Each count of GPUs tried is one per-GPU estimate by the core (:mod:`estimator.fit.count` says which
 counts, in which order, and why the answer is the fewest): training under a strategy (``fsdp``,
-``zero1``-``zero3``, ``ddp``; 1 GPU is the single-GPU step) simulated by ``estimator.parallel``;
+``zero1``-``zero3``, ``ddp``; 1 GPU is the single-GPU step) simulated by ``estimator.peak.parallel``;
 inference under tensor parallelism (the core's strategy ``tp``, within one node); serving with
 vLLM's tensor parallelism within a node, then pipeline stages of whole nodes (``estimator.serving``'s
 per-rank plan, whose verdict is vLLM's: one request of max model length fits). The estimates are

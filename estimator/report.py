@@ -10,14 +10,20 @@ from estimator.options import OutputFormat
 from estimator.result import Estimate
 from estimator.units import format_bytes
 
-TRAINING_LABEL = "Training using Adam (no activations)"
+# What training_adam_bytes counts (was "Training using Adam (no activations)", accelerate's name for another figure:
+# docs/CONTRACT.md, "Changes"); accelerate's own figure is accelerate_training_bytes in JSON and CSV.
+TRAINING_LABEL = "Weights+grads+AdamW states"
+FOOTER = ("Sizes in binary units (1 GiB = 1024^3 bytes). Weights+grads+AdamW states = what a training step keeps besides "
+          "activations (16-bit rows: also the float32 master weights of mixed precision); accelerate estimate-memory's "
+          "\"Training using Adam\" is another figure: accelerate_training_bytes in --json.")
 COLUMNS = ("dtype", "Largest Layer", "Total Size", TRAINING_LABEL)
 
 
 def _cells(estimate: Estimate) -> list[list[str]]:
     rows = []
     for row in estimate.rows:
-        cells = [row.dtype, format_bytes(row.largest_layer_bytes), format_bytes(row.total_bytes), format_bytes(row.training_adam_bytes)]
+        label = str(row.dtype) if row.weights_held is None else f"{row.dtype} [{row.weights_held}]"
+        cells = [label, format_bytes(row.largest_layer_bytes), format_bytes(row.total_bytes), format_bytes(row.training_adam_bytes)]
         if estimate.mode != "load":
             peak = format_bytes(row.peak_bytes)
             cells.append(peak if row.cpu_bytes is None else f"{peak} (+ {format_bytes(row.cpu_bytes)} CPU per node)")
@@ -91,7 +97,7 @@ def to_table(estimate: Estimate) -> str:
         return "|" + "|".join(f" {c:<{w}} " if i == 0 else f" {c:>{w}} " for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + "|"
 
     parts = [_title(estimate), line, fmt(header), line, *(fmt(r) for r in body), line]
-    parts.append("Sizes in binary units (1 GiB = 1024^3 bytes). Training = weights + gradients + AdamW states; activations not included.")
+    parts.append(FOOTER)
     parts.extend(_fit_lines(estimate))
     parts.extend(_notes(estimate))
     return "\n".join(parts)
@@ -102,7 +108,7 @@ def to_markdown(estimate: Estimate) -> str:
     lines = [f"**{_title(estimate)}**", "", "| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines.extend("| " + " | ".join(cells) + " |" for cells in _cells(estimate))
     lines.append("")
-    lines.append("Binary units (1 GiB = 1024³ bytes). Training = weights + gradients + AdamW states; activations not included.")
+    lines.append(FOOTER.replace("1024^3", "1024³"))
     notes = _fit_lines(estimate) + _notes(estimate)
     if notes:
         lines.append("")

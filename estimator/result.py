@@ -21,6 +21,19 @@ Method = Literal["exact", "stored", "simulated", "formula"]
 Source = Literal["hub", "local", "catalog", "module"]
 
 
+def accelerate_training(float32_bytes: int, dtype: DType) -> int | None:
+    """accelerate 1.15's "Training using Adam" for a model of ``float32_bytes`` in ``dtype``: the largest of its
+    ``estimate_training_usage`` parts (``accelerate/commands/estimate.py``): float32 4x (model, gradients, two Adam
+    states, each float32), float16/bfloat16 2x (its optimizer states: two float32 copies); None for the others (its N/A).
+    Unlike ``training_adam_bytes`` it is one figure of the float32 size whatever the row keeps (no 16-bit weights and
+    gradients beside the float32 master weights); tests/test_cli_words.py checks it against accelerate's own function."""
+    if dtype is DType.FLOAT32:
+        return 4 * float32_bytes
+    if dtype in (DType.FLOAT16, DType.BFLOAT16):
+        return 2 * float32_bytes
+    return None
+
+
 @dataclass(frozen=True)
 class Row:
     """One dtype's figures. ``None`` means "could not be computed"; ``notes`` says why.
@@ -54,6 +67,11 @@ class Row:
     # transformers rows with --gpu naming known hardware: the traced per-op costs the speed came from (an
     # estimator.speed.transformers_speed.RowCosts), so that every GPU's speed follows from them (estimator.fit.table); not JSON
     speed_costs: Any = field(default=None, compare=False, repr=False)
+    # the model's bytes loaded in float32 where the row's producer knows them (accelerate's basis), else None
+    float32_bytes: int | None = field(default=None, repr=False)
+    # how the weights are held when that is not what ``dtype`` says: a pre-quantized checkpoint's float rows keep its
+    # quantized tensors as stored ("fp8 as stored: F8_E4M3"); else None
+    weights_held: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DType) and self.dtype in {d.value for d in DType}:
@@ -61,17 +79,30 @@ class Row:
         if self.peak_bytes is not None and self.components and sum(self.components.values()) != self.peak_bytes:
             raise ValueError(f"components of the {self.dtype} row do not add up to peak_bytes")
 
+    @property
+    def accelerate_training_bytes(self) -> int | None:
+        """``accelerate estimate-memory``'s "Training using Adam" figure for this row's bytes, for those comparing:
+        :func:`accelerate_training` of the model's float32 bytes, from which accelerate derives every row (a float32
+        row's total; a float16 or bfloat16 row's ``float32_bytes``, where its producer gives them). ``None`` where
+        accelerate prints N/A (int8, int4) or has no such row (float8, GGUF files), or the float32 bytes are not known."""
+        basis = self.total_bytes if self.dtype is DType.FLOAT32 else self.float32_bytes
+        if basis is None or self.dtype not in (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16):
+            return None
+        return accelerate_training(basis, DType(self.dtype))
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             "dtype": str(self.dtype),
             "total_bytes": self.total_bytes,
             "largest_layer_bytes": self.largest_layer_bytes,
             "training_adam_bytes": self.training_adam_bytes,
+            "accelerate_training_bytes": self.accelerate_training_bytes,
             "peak_bytes": self.peak_bytes,
             "components": dict(self.components),
             "runtime_overhead": None if self.runtime_overhead is None else dict(self.runtime_overhead),
             "cpu_bytes": self.cpu_bytes,
             "outputs_kept_bytes": self.outputs_kept_bytes,
+            "weights_held": self.weights_held,
             "method": self.method,
             "notes": list(self.notes),
             "fit": None if self.fit is None else dict(self.fit),
@@ -133,6 +164,7 @@ class Estimate:
                 "largest_layer_bytes": row.largest_layer_bytes,
                 "total_bytes": row.total_bytes,
                 "training_adam_bytes": row.training_adam_bytes,
+                "accelerate_training_bytes": row.accelerate_training_bytes,
                 "peak_bytes": row.peak_bytes,
             }
             if row.cpu_bytes is not None:

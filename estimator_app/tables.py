@@ -53,8 +53,11 @@ def results_frame(estimate: Estimate) -> pd.DataFrame:
 
     mode = estimate.mode.value
     records = []
+    held = any(row.weights_held for row in estimate.rows)  # a pre-quantized checkpoint: its float rows keep its quantized tensors
     for row in estimate.rows:
         record = {"dtype": str(row.dtype)}
+        if held:
+            record["Weights held as"] = row.weights_held or str(row.dtype)
         if mode != "load":
             strategy = estimate.options.get("strategy")
             per_gpu = f", per GPU (× {per_gpu_count(estimate)}), {strategy}" if strategy else ""

@@ -15,6 +15,7 @@ from typing import Any
 from estimator.errors import BadReferenceError
 from estimator.fit.gpus import GPU_NAMES
 from estimator.options import (
+    DTYPE_ALIASES,
     AttnImplementation,
     Device,
     DType,
@@ -167,7 +168,7 @@ def dtypes_text(value: str, notices: list[str]) -> tuple[str, ...]:
         if not part:
             continue
         try:
-            dtype = choice(part, DTYPES)
+            dtype = choice(DTYPE_ALIASES.get(part.strip().lower().replace("_", "-"), part), DTYPES)  # bf16, fp16, 4bit...
         except ValueError:
             notices.append(f"Ignored dtype {part[:40]!r} in 'dtypes' (expected any of {', '.join(DTYPES)}).")
             continue

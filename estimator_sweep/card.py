@@ -25,6 +25,8 @@ def card(out: Path, grid: Grid) -> str:
     methods = Counter(m for m in table.column("method").to_pylist() if m)
     errors = Counter(k for k in table.column("error_kind").to_pylist() if k)
     scenarios = "\n".join(f"- `{s.estimate_kwargs()}`" for s in grid.scenarios())
+    if grid.device == "cpu":  # the CPU kernels' per-thread scratch follows the thread count simulated
+        scenarios += f"\n- every scenario simulates a CPU run of {grid.cpu_threads} threads (`cpu_threads`)"
     columns = ", ".join(f"`{name}`" for name, _, _ in COLUMNS)
     method_lines = "\n".join(f"- `{m}` ({methods.get(m, 0)} rows): {text}" for m, text in METHODS.items())
     error_line = ", ".join(f"{k}: {n}" for k, n in sorted(errors.items())) or "none"

@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="training: bare flag = on; 'on off' = both (default: off)")
     grid.add_argument("--pure-16bit", action="store_true", help="training: keep 16-bit rows entirely in 16 bits")
     grid.add_argument("--device", default="cuda", help="cuda or cpu (default: cuda)")
+    grid.add_argument("--cpu-threads", type=int, default=None, help="--device cpu: threads of the run simulated (default: this machine's torch threads)")
     grid.add_argument("--gpu", action="append", default=[], help="a GPU name; repeat for several (a row per GPU)")
     grid.add_argument("--gpu-memory", action="append", default=[], help="a GPU's memory, e.g. 24GiB; repeat for several")
     grid.add_argument("--library", default="auto", help="which library builds the models (default: auto)")
@@ -129,7 +130,7 @@ def grid_from_args(args: argparse.Namespace) -> Grid:
         max_new_tokens=tuple(int(n or 0) for n in _ints(args.max_new_tokens, "--max-new-tokens")),
         optimizers=tuple(_split(args.optimizer)), lora_ranks=tuple(_ints(args.lora_rank, "--lora-rank", none_words=("none",))) if args.lora_rank else (None,),
         gradient_checkpointing=_checkpointing(args.gradient_checkpointing), pure_16bit=args.pure_16bit, device=args.device,
-        gpus=tuple(args.gpu), gpu_memories=tuple(args.gpu_memory), library=args.library,
+        cpu_threads=args.cpu_threads, gpus=tuple(args.gpu), gpu_memories=tuple(args.gpu_memory), library=args.library,
     )
 
 

@@ -66,10 +66,19 @@ class Grid:
     gradient_checkpointing: tuple[bool, ...] = (False,)
     pure_16bit: bool = False
     device: str = "cuda"
+    # device cpu: the threads of the run simulated; None is filled in with the asking process's
+    # torch.get_num_threads() when the grid is made, so that the workers (one thread each) answer as it would
+    cpu_threads: int | None = None
     gpus: tuple[str, ...] = ()
     gpu_memories: tuple[str, ...] = ()
     library: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)  # other estimate() keywords, the same for every call
+
+    def __post_init__(self) -> None:
+        if self.device == "cpu" and self.cpu_threads is None:
+            import torch
+
+            object.__setattr__(self, "cpu_threads", torch.get_num_threads())
 
     @property
     def row_dtypes(self) -> tuple[str, ...]:
@@ -101,8 +110,9 @@ class Grid:
 
     def estimate_kwargs(self, scenario: Scenario) -> dict[str, Any]:
         """Every keyword of the ``estimate()`` call for ``scenario`` except the model and revision."""
+        threads = {"cpu_threads": self.cpu_threads} if self.device == "cpu" and self.cpu_threads is not None else {}
         return {"library": self.library, "dtypes": None if self.dtypes is None else list(self.dtypes), **self.extra,
-                **scenario.estimate_kwargs()}
+                **threads, **scenario.estimate_kwargs()}
 
     def check(self) -> None:
         """Refuse a grid the estimator would refuse for every model (``BadOptionError`` and kin), before any work."""

@@ -3,7 +3,7 @@
 Each case is ``AutoConfig.for_model(model_type, **overrides)`` with the audio encoder and the language
 model shrunk (hidden 32-64, 1-2 layers, a vocabulary of 512 ids), the mel bins and positions the
 feature extractor and the processor need kept (Whisper-style encoders: 3000 frames = 1500 positions),
-built in float32 with the model's own class. The audio is made by :mod:`estimator.peak.audio_prompts`
+built in float32 with the model's own class. The audio is made by :mod:`estimator.peak.inputs.audio.prompts`
 (the real processor and feature extractor, a stand-in tokenizer).
 """
 
@@ -71,7 +71,7 @@ AUDIO_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "encoder_num_hidden_layers": 1,
         "decoder_num_hidden_layers": 2, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
         "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4}, cls="MoonshineForConditionalGeneration"),
-    # Pop2Piano: mel frames (feature_size = d_model) cut at the beats of an assumed 120 bpm (estimator.peak.pop2piano_inputs)
+    # Pop2Piano: mel frames (feature_size = d_model) cut at the beats of an assumed 120 bpm (estimator.peak.inputs.audio.pop2piano)
     _Pop2PianoCase("pop2piano", "pop2piano", {
         "vocab_size": 512, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4,
         "dropout_rate": 0.0, "decoder_start_token_id": 0}, cls="Pop2PianoForConditionalGeneration"),

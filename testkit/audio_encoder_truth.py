@@ -2,12 +2,12 @@
 
 The cases are ``AutoConfig.for_model`` shrunk (hidden 32-64, 2 layers), built in float32 with the task class
 (``Wav2Vec2ForCTC``, ``ParakeetForCTC``); LayerDrop 0 (it skips layers at random; the simulation is the step
-that skips none). The inputs are what :mod:`estimator.peak.audio_forward` makes with the model's own feature
+that skips none). The inputs are what :mod:`estimator.peak.inputs.audio.encoders` makes with the model's own feature
 extractor for random audio (and a transcript as CTC labels). The work, measured as
 :mod:`testkit.multimodal_truth` measures (``torch.profiler``'s "Total Allocated" maximum, the model built
 inside the profile):
 
-- inference: one forward under ``no_grad`` (what ``estimator.peak.audio_forward.run_inference`` runs);
+- inference: one forward under ``no_grad`` (what ``estimator.peak.inputs.audio.encoders.run_inference`` runs);
 - training: two steps of the model's own CTC loss, backward, ``torch.optim.AdamW`` (CPU defaults) step and
   ``zero_grad(set_to_none=True)``.
 
@@ -65,8 +65,8 @@ ENCODER_SECONDS: dict[str, tuple[float, float]] = {"wav2vec2_ctc": (2.0, 6.0), "
 
 def measure_forward(case: MultimodalCase, mode: str, media: Any) -> dict[str, Any]:
     """The allocator's peak of ``case``'s forward-only work on ``media`` (see the module docstring)."""
-    from estimator.peak.audio import audio_inputs
-    from estimator.peak.audio_forward import feed, run_inference, training_loss
+    from estimator.peak.inputs.audio.encoders import feed, run_inference, training_loss
+    from estimator.peak.inputs.audio.features import audio_inputs
 
     torch.manual_seed(0)
     made = audio_inputs(case.make_config(), media, batch_size=case.batch_size, text_len=case.seq_len)

@@ -142,10 +142,11 @@ def _formula_reason(notes: tuple[str, ...] | list[str]) -> str:
 # One type
 # ---------------------------------------------------------------------------------------------
 
-def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int | None, str | None]:
+def small_config(model_type: str, *, meta_only: bool = False) -> tuple[dict[str, Any] | None, str, Any, int | None, str | None]:
     """``(config dict as saved, class name, real model, level, reason)``: the first level of
     :func:`shrink` whose config builds for real on the CPU with at most :data:`MAX_PARAMS`
-    parameters; ``None`` and the reason where none does."""
+    parameters; ``None`` and the reason where none does. ``meta_only``: the first level whose config
+    builds on the meta device, that meta model in place of the real one (cheap: nothing is allocated)."""
     import torch
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -192,6 +193,11 @@ def small_config(model_type: str) -> tuple[dict[str, Any] | None, str, Any, int 
                     continue
                 if _fit_mrope(small, meta):  # the rotary sections follow the smaller head dim
                     hf_config = CONFIG_MAPPING[model_type].from_dict(dict(small))
+                    if meta_only:
+                        with torch.device("meta"):
+                            meta = cls._from_config(hf_config, dtype=torch.float32)
+                if meta_only:
+                    return small, name, meta, level, None
                 del meta
                 torch.manual_seed(0)
                 model = cls._from_config(hf_config, dtype=torch.float32)
@@ -376,7 +382,7 @@ def _measure(row: dict[str, Any], model: Any, small: dict[str, Any], tmp: Path, 
                 if not _batch_one(mode, exc):
                     raise
                 # the model's BatchNorm refuses a batch of one in training, as the real run does (the estimator
-                # says so, estimator/peak/batchnorm.py): the step a user can run is the one at batch 2
+                # says so, estimator/peak/sim/batchnorm.py): the step a user can run is the one at batch 2
                 entry.update(batch_size=2, refused_at_batch_1=str(exc)[:300])
                 result = estimate(str(folder), dtypes=["float32"], mode=mode, seq_len=seq_len, batch_size=2)
             r = result.row("float32")
@@ -420,9 +426,9 @@ def _where(tb: str) -> str:
 
 
 def simulated_inputs(notes: tuple[str, ...] | list[str]) -> str:
-    """What a simulated step was fed, from its notes (estimator.peak.media and the workloads word them:
+    """What a simulated step was fed, from its notes (estimator.peak.inputs.prompts.media and the workloads word them:
     image tokens or ``pixel_values``; seconds of audio, ``input_values`` or ``input_features``; a protein's
-    ``protein_input_ids``, estimator.peak.protein_inputs): "images", "audio", "protein + text", "text only (fallback)"
+    ``protein_input_ids``, estimator.peak.inputs.other.protein): "images", "audio", "protein + text", "text only (fallback)"
     where the model refused its media inputs, else "text"."""
     text = " ".join(notes)
     if "images or audio not simulated" in text:

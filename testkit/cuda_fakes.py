@@ -4,7 +4,7 @@ Fake tensors on ``device="cuda"`` run CUDA's dispatch decisions — the ``Autoca
 (enabled with ``torch.set_autocast_enabled("cuda", True)``, since ``torch.autocast("cuda")``
 disables itself without a driver) and ATen's device checks such as the fused dropout — through a
 forward pass (the autograd engine needs a real CUDA device for backward). The estimator simulates
-``device="cuda"`` on CPU fakes with CUDA's policies applied (``estimator.peak.cuda_autocast``,
+``device="cuda"`` on CPU fakes with CUDA's policies applied (``estimator.peak.kernels.cuda.autocast``,
 ``cuda_dropout``); :func:`forward_peak` runs one training forward both ways so that tests can
 compare them.
 """
@@ -39,12 +39,12 @@ def forward_peak(case_name: str, dtype: torch.dtype, *, real_cuda: bool, seq_len
     """Peak and live bytes after a training-mode forward + loss of the case under autocast in
     ``dtype``: on fake CUDA tensors under CUDA's own autocast (``real_cuda``), or as the estimator
     simulates ``device="cuda"`` (CPU fakes, CUDA's policies)."""
-    from estimator.peak.cuda_autocast import cuda_autocast_policy
-    from estimator.peak.cuda_dropout import cuda_dropout
-    from estimator.peak.cuda_sdpa import cuda_sdpa
-    from estimator.peak.inputs import workload_for
-    from estimator.peak.materialize import materialize
-    from estimator.peak.tracker import StorageTracker
+    from estimator.peak.inputs.providers import workload_for
+    from estimator.peak.kernels.cuda.autocast import cuda_autocast_policy
+    from estimator.peak.kernels.cuda.dropout import cuda_dropout
+    from estimator.peak.kernels.cuda.sdpa import cuda_sdpa
+    from estimator.peak.sim.materialize import materialize
+    from estimator.peak.sim.tracker import StorageTracker
     from testkit.peak_cases import CASES
 
     case = CASES[case_name]

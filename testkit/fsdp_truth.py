@@ -63,7 +63,7 @@ def measure(case_name: str, recipe: str) -> int:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.peak_cases import CASES
     from testkit.training_truth import train_step
 
@@ -123,17 +123,17 @@ def simulate(case_name: str, recipe: str, gpus: int = 2, *, gloo_held: int | Non
     """What ``estimate-memory --device cpu --gpus 2 --strategy fsdp`` reports per rank for the same run.
 
     ``gloo_held=0`` simulates the early end of gloo's schedule instead of the late end we report
-    (every collective's buffer freed as the collective returns; ``estimator.parallel.fsdp.GLOO_HELD``)."""
+    (every collective's buffer freed as the collective returns; ``estimator.peak.parallel.fsdp.GLOO_HELD``)."""
     if gloo_held is not None:
         from unittest import mock
 
-        from estimator.parallel import fsdp
+        from estimator.peak.parallel import fsdp
 
         with mock.patch.object(fsdp, "GLOO_HELD", gloo_held):
             return simulate(case_name, recipe, gpus)
     from estimator.options import ParallelSpec, Strategy
-    from estimator.parallel.simulate import simulate_parallel
-    from estimator.peak.training import Recipe
+    from estimator.peak.parallel.simulate import simulate_parallel
+    from estimator.peak.sim.training import Recipe
     from testkit.peak_cases import CASES
 
     case = CASES[case_name]

@@ -81,7 +81,7 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
                           "attention_heads": 2, "image_size": 32, "patch_size": 8, "max_num_tiles": 4,
                           "intermediate_layers_indices": [0], "vision_output_dim": 64},
         "image_token_index": 500}, image_size=64),
-    MultimodalCase("glm4v", "glm4v", {  # a grid family of estimator/peak/more_families.py
+    MultimodalCase("glm4v", "glm4v", {  # a grid family of estimator/peak/inputs/prompts/more_families.py
         "text_config": {**_TEXT, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}},
         "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 14,
                           "image_size": 56, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64},
@@ -119,7 +119,7 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "perceiver_config": {"hidden_size": 64, "rms_norm_eps": 1e-6, "hidden_act": "silu", "resampler_n_latents": 8, "resampler_depth": 1, "resampler_n_heads": 2,
                              "resampler_head_dim": 16, "num_key_value_heads": 1},
         "image_token_id": 500}),
-    MultimodalCase("florence2", "florence2", {  # a captioner of estimator/peak/captioners.py: 768 px, 577 image tokens
+    MultimodalCase("florence2", "florence2", {  # a captioner of estimator/peak/inputs/prompts/captioners.py: 768 px, 577 image tokens
         "text_config": {"model_type": "bart", "d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
                         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "vocab_size": 512,
                         "max_position_embeddings": 1024, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
@@ -127,7 +127,7 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "vision_config": {"depths": [1, 1, 1, 1], "embed_dim": [16, 16, 32, 32], "num_heads": [1, 1, 2, 2],
                           "num_groups": [1, 1, 2, 2], "projection_dim": 64, "drop_path_rate": 0.0},
         "image_token_id": 500}, seq_len=16),
-    MultimodalCase("blip-2", "blip-2", {  # a Q-Former's 8 query tokens per image, one image per prompt (estimator/peak/captioners.py)
+    MultimodalCase("blip-2", "blip-2", {  # a Q-Former's 8 query tokens per image, one image per prompt (estimator/peak/inputs/prompts/captioners.py)
         "vision_config": {**_VISION, "image_size": 32, "patch_size": 8},
         "qformer_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
                            "encoder_hidden_size": 32, "vocab_size": 512},
@@ -231,7 +231,7 @@ MM_CASES: dict[str, MultimodalCase] = {c.name: c for c in [
         "image_token_id": 500, "image_start_token_id": 256, "image_end_token_id": 257},
         cls="GlmImageForConditionalGeneration", image_size=64),
     # Evolla: a SaProt protein encoder (ESM, rotary), a perceiver resampler to 8 latents, cross-attention adapters after
-    # each text layer; fed a protein and text by EvollaProcessor (estimator/peak/protein_inputs.py). The "images" slot
+    # each text layer; fed a protein and text by EvollaProcessor (estimator/peak/inputs/other/protein.py). The "images" slot
     # of the bench carries the protein's residues, which is also the seq_len (the text's words), as the estimator feeds it
     MultimodalCase("evolla", "evolla", {
         **{k: v for k, v in _TEXT.items() if k != "head_dim"}, "aligner_num_add_layers": 2, "resampler_depth": 2,

@@ -4,8 +4,8 @@
 maximum "Total Allocated" of torch.profiler's memory events inside the window of the work, the model
 built inside the profiled region in float32 (its weights are in the total). The inputs are what the
 model's transformers processor returns for random images (or audio) run through it
-(:func:`estimator.peak.processors.media_inputs`: the real image processor and processor classes, a
-word-level stand-in tokenizer; a protein-text case: :func:`estimator.peak.protein_inputs.protein_inputs`). The work:
+(:func:`estimator.peak.inputs.prompts.processors.media_inputs`: the real image processor and processor classes, a
+word-level stand-in tokenizer; a protein-text case: :func:`estimator.peak.inputs.other.protein.protein_inputs`). The work:
 
 - inference: ``model.generate(**inputs, max_new_tokens=N, min_new_tokens=N, do_sample=False)``;
 - training: two steps of forward with ``labels`` = the prompt's ids, backward,
@@ -31,7 +31,7 @@ _WORK = "multimodal_work"
 
 
 def _media(case: Any, images: int, audio_seconds: float | None = None) -> Any:
-    from estimator.peak.processors import Media
+    from estimator.peak.inputs.prompts.processors import Media
 
     if getattr(case, "extra", {}).get("video"):  # a case of testkit.video_cases: "images" are the one video's frames
         return Media(video_frames=images, image_size=case.image_size)
@@ -45,9 +45,11 @@ def _cases() -> dict[str, Any]:
     return {**all_cases(), **VIDEO_CASES}
 
 
-def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
-    from estimator.peak.audio import audio_inputs
-    from estimator.peak.processors import media_inputs
+def measure(case_name: str, mode: str, images: int, audio_seconds: float | None = None, autocast: torch.dtype | None = None) -> dict[str, Any]:
+    """``autocast``: training in mixed precision, the float32 model's forward and loss under ``torch.autocast("cpu", autocast)``
+    (what a bfloat16 row's training step is, ``Trainer(bf16=True)``)."""
+    from estimator.peak.inputs.audio.features import audio_inputs
+    from estimator.peak.inputs.prompts.processors import media_inputs
     from testkit.audio_encoder_truth import ENCODER_CASES, measure_forward
 
     if case_name in ENCODER_CASES:  # speech encoders / CTC: one forward, or the model's own loss
@@ -55,15 +57,15 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
     case = _cases()[case_name]
     torch.manual_seed(0)
     config = case.make_config()
-    if case.extra.get("protein"):  # a protein of ``images`` residues and as many words of text (estimator.peak.protein_inputs)
-        from estimator.peak.protein_inputs import protein_inputs
+    if case.extra.get("protein"):  # a protein of ``images`` residues and as many words of text (estimator.peak.inputs.other.protein)
+        from estimator.peak.inputs.other.protein import protein_inputs
 
         made = protein_inputs(config, batch_size=case.batch_size, residues=images, text_len=images)
     else:
         make = audio_inputs if audio_seconds is not None else media_inputs
         made = make(config, _media(case, images, audio_seconds), batch_size=case.batch_size, text_len=case.seq_len)
     if mode == "training" and config.is_encoder_decoder:  # a loop passes the decoder inputs where the model cannot shift (Moonshine)
-        from estimator.peak.media import _shifted_labels
+        from estimator.peak.inputs.prompts.media import _shifted_labels
 
         shifted = _shifted_labels(config, made)[0]
         made.tensors.update({} if shifted is None else {"decoder_input_ids": shifted})
@@ -71,7 +73,8 @@ def measure(case_name: str, mode: str, images: int, audio_seconds: float | None 
         model = case.build_on("cpu")
         inputs = {**{k: v.clone() for k, v in made.tensors.items()}, **_plain(model, made)}
         with record_function(_WORK):
-            train_or_infer(model, inputs, mode, _loss, lambda m, i: _generate(m, i, case.max_new_tokens))
+            train_or_infer(model, inputs, mode, _loss if autocast is None else _autocast_loss(autocast),
+                           lambda m, i: _generate(m, i, case.max_new_tokens))
         del model, inputs
     return {"peak_bytes": window_peak(trace_events(prof), _WORK), "inputs": made.description}
 
@@ -89,6 +92,14 @@ def _loss(model: Any, inputs: dict[str, Any]) -> Any:
     return model(**({"labels": inputs["input_ids"]} if "labels" not in inputs else {}), **inputs).loss
 
 
+def _autocast_loss(dtype: torch.dtype) -> Callable[[Any, dict[str, Any]], Any]:
+    def loss(model: Any, inputs: dict[str, Any]) -> Any:
+        with torch.autocast("cpu", dtype=dtype):
+            return _loss(model, inputs)
+
+    return loss
+
+
 def _generate(model: Any, inputs: dict[str, Any], n: int) -> Any:
     """``generate`` of exactly ``n`` new tokens on the prompt (the inputs less any labels)."""
     prompt = {k: v for k, v in inputs.items() if k != "labels"}
@@ -101,15 +112,17 @@ def _generate(model: Any, inputs: dict[str, Any], n: int) -> Any:
     return out
 
 
-def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None) -> dict[str, Any]:
+def simulate(case_name: str, mode: str, images: int, audio_seconds: float | None = None, autocast: torch.dtype | None = None) -> dict[str, Any]:
     from estimator.peak import simulate_peak
+    from estimator.peak.sim.training import Recipe
     from testkit.audio_encoder_truth import ENCODER_CASES
 
     case = {**_cases(), **ENCODER_CASES}[case_name]
     protein = bool(getattr(case, "extra", {}).get("protein"))  # the estimator's seq_len is the protein's residues and the text's words
     r = simulate_peak(case.build_on("meta"), mode=mode, device="cpu", batch_size=case.batch_size,  # type: ignore[arg-type]
                       seq_len=images if protein else case.seq_len, max_new_tokens=case.max_new_tokens if mode == "inference" else 0,
-                      media=None if protein else _media(case, images, audio_seconds))
+                      media=None if protein else _media(case, images, audio_seconds),
+                      **({} if autocast is None else {"recipe": Recipe(autocast_dtype=autocast)}))
     return {"peak_bytes": r.peak_bytes, "components": r.components, "method": r.method, "notes": list(r.notes)}
 
 
@@ -127,8 +140,8 @@ Job = tuple[str, str, str, int, float]
 # (case, mode, images, audio seconds) -> the (truth, sim) results of that row: the tests' ``truth_and_sim`` fixture
 TruthAndSim = Callable[[str, str, int, float], tuple[dict[str, Any], dict[str, Any]]]
 
-_PRELOAD = ["torch", "transformers", "estimator.peak", "estimator.peak.media", "estimator.peak.processors",
-            "estimator.peak.audio_prompts", "estimator.peak.audio_forward", "testkit.audio_encoder_truth", "testkit.multimodal_cases", "testkit.audio_cases", "testkit.multimodal_truth", "PIL", "torchvision"]
+_PRELOAD = ["torch", "transformers", "estimator.peak", "estimator.peak.inputs.prompts.media", "estimator.peak.inputs.prompts.processors",
+            "estimator.peak.inputs.audio.prompts", "estimator.peak.inputs.audio.encoders", "testkit.audio_encoder_truth", "testkit.multimodal_cases", "testkit.audio_cases", "testkit.multimodal_truth", "PIL", "torchvision"]
 
 
 def _job(job: Job) -> tuple[Job, Any]:

@@ -1,4 +1,4 @@
-"""The real CPU peak of models fed two kinds of input at once (:mod:`estimator.peak.pair_inputs`).
+"""The real CPU peak of models fed two kinds of input at once (:mod:`estimator.peak.inputs.vision.pair`).
 
 ``python -m testkit.pair_truth CASE [MODE]`` prints one JSON line, ``{mode: {"peak_bytes": ...}}``: measured as
 :mod:`testkit.peak_truth` measures (``torch.profiler`` with ``profile_memory``, the model built inside

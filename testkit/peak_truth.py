@@ -49,14 +49,14 @@ class MeasuredWork:
 
     peak_bytes: int  # the allocator's peak inside the work's window
     peak_bytes_with_build: int  # and over the whole profile, the model's build and inputs included
-    workload: Any  # the estimator.peak.inputs.Workload that made the inputs (its description)
+    workload: Any  # the estimator.peak.inputs.providers.Workload that made the inputs (its description)
 
 
 def measure_workload(build: Callable[[], Any], mode: str, **shape: Any) -> MeasuredWork:
     """The allocator's peak of ``mode`` (:func:`run_work`) on the real model: ``torch.manual_seed(0)``, then, inside
     one CPU memory profile, the model built by ``build()``, the inputs of ``workload_for(model, **shape)`` and the
     work in its own window. Call in a fresh process (see the module docstring)."""
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
 
     torch.manual_seed(0)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:

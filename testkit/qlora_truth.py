@@ -36,7 +36,7 @@ def measure(case_name: str, rank: int = 8) -> dict[str, int]:
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM
 
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.peak_cases import CASES
 
     case = CASES[case_name]
@@ -62,7 +62,7 @@ def measure(case_name: str, rank: int = 8) -> dict[str, int]:
 def simulate(case_name: str, rank: int = 8, device: str = "cpu") -> dict[str, Any]:
     """The estimator's simulation of the same run (the case built on meta in bfloat16, QLoRA as the recipe)."""
     from estimator.peak import simulate_peak
-    from estimator.peak.training import Recipe
+    from estimator.peak.sim.training import Recipe
     from testkit.peak_cases import CASES
 
     case = CASES[case_name]

@@ -2,16 +2,16 @@
 
 The routers (JetMoE, Switch Transformers, the OpenAI privacy filter) loop over their experts in Python
 and ask the router's decisions as values; the simulation answers them by the assumption of
-:mod:`estimator.peak.routing` (the router's scores tie). The real run measured here is the run of that
+:mod:`estimator.peak.inputs.routing` (the router's scores tie). The real run measured here is the run of that
 assumption: the coverage bench's small config of the type, built in float32 with every parameter of
 every ``router`` module set to zero, so its scores really tie and every token goes where the
 simulation says (training: the first step gives every parameter its AdamW states, as the simulation's
 first step does and as a run has them once every expert has had a token: see :func:`_routed_training`). The time-series cases (Time Series Transformer, Informer, Autoformer) need no
-assumption: their batch is the one :mod:`estimator.peak.series_inputs` makes from the config (Autoformer's
+assumption: their batch is the one :mod:`estimator.peak.inputs.other.series` makes from the config (Autoformer's
 top-k autocorrelation delays are picked from the real activations here, as the simulation says they
-do not change what is allocated). Longformer (:mod:`estimator.peak.encoder_inputs`) pads its inputs to its
+do not change what is allocated). Longformer (:mod:`estimator.peak.inputs.other.encoders`) pads its inputs to its
 attention window and asks whether any token has global attention; I-BERT records its activations' ranges
-in training (:mod:`estimator.peak.encoder_inputs`).
+in training (:mod:`estimator.peak.inputs.other.encoders`).
 
 ``python -m testkit.router_truth CASE MODE`` prints one JSON line: ``peak_bytes``, the maximum
 "Total Allocated" of torch.profiler's memory events inside the window where the work runs
@@ -111,7 +111,7 @@ CASES: dict[str, RouterCase] = {c.name: c for c in (
 
 
 def measure(case_name: str, mode: str) -> dict[str, int]:
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.peak_truth import run_work
     from testkit.truth import trace_events, window_peak
 

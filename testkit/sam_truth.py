@@ -1,4 +1,4 @@
-"""The real CPU peak of small SAM-family models fed :mod:`estimator.peak.sam_inputs`' inputs, against the simulation.
+"""The real CPU peak of small SAM-family models fed :mod:`estimator.peak.inputs.vision.sam`' inputs, against the simulation.
 
 Measured as :mod:`testkit.vision_truth` measures (the model built for real on CPU inside
 ``torch.profiler.profile(profile_memory=True)``, the truth the maximum "Total Allocated" inside the window

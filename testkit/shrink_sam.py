@@ -2,7 +2,7 @@
 :func:`testkit.shrink_fit.fit` at every level of the config, after the level-1 shrink).
 
 Each was found by building the small model and running its real forward on its processor's inputs
-(:mod:`estimator.peak.sam_inputs`); the configs' own validators state none of them.
+(:mod:`estimator.peak.inputs.vision.sam`); the configs' own validators state none of them.
 
 - **The image embedding is the prompt and mask decoder's width** (SAM, SAM-HQ): the ViT neck's
   ``output_channels`` equals the prompt encoder's ``hidden_size``, and the shared positional embedding's

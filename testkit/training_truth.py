@@ -122,7 +122,7 @@ def measure(case_name: str, recipe_name: str) -> dict[str, int]:
         from testkit import qlora_truth
 
         return qlora_truth.measure(case_name, 8)
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.peak_cases import CASES
 
     case, recipe = CASES[case_name], RECIPES[recipe_name]
@@ -159,7 +159,7 @@ def simulate(case_name: str, recipe_name: str, device: str = "cpu") -> dict[str,
 
         return qlora_truth.simulate(case_name, 8, device)
     from estimator.peak import simulate_peak
-    from estimator.peak.training import Recipe
+    from estimator.peak.sim.training import Recipe
     from testkit.peak_cases import CASES
 
     case, truth = CASES[case_name], RECIPES[recipe_name]
@@ -191,6 +191,6 @@ def not_applicable(case_name: str, recipe_name: str) -> str | None:
 # fails only beyond 2%, and then as an expected failure naming the effect).
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     **{("vit", r): "bfloat16 convolutions and matrix products allocate float32 accumulators modelled for oneDNN's "
-       "AVX-512 kernels without avx512_bf16/AMX (estimator/peak/workspace.py); other CPUs run other kernels, not modelled"
+       "AVX-512 kernels without avx512_bf16/AMX (estimator/peak/kernels/cpu/workspace.py); other CPUs run other kernels, not modelled"
        for r in ("mixed_bf16", "pure_bf16")},
 }

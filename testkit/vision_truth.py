@@ -1,11 +1,11 @@
-"""The real CPU peak of small vision models fed :mod:`estimator.peak.vision_inputs`' inputs, against the simulation.
+"""The real CPU peak of small vision models fed :mod:`estimator.peak.inputs.vision.models`' inputs, against the simulation.
 
 Measured as :mod:`testkit.peak_truth` measures (the model built for real on CPU inside
 ``torch.profiler.profile(profile_memory=True)``, the truth the maximum "Total Allocated" inside the window
 of the work; training = two steps of forward, backward, ``torch.optim.AdamW`` step and
 ``zero_grad(set_to_none=True)``; inference = one ``no_grad`` forward), each measurement in a fresh
 forked process. The inputs are the workload's own: what the model's transformers image processor returns
-for random images (:func:`estimator.peak.vision_inputs.processed`).
+for random images (:func:`estimator.peak.inputs.vision.models.processed`).
 
 ``python -m testkit.vision_truth [CASE...]`` prints one JSON line per case and mode: truth, simulation, error.
 """

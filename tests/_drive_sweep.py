@@ -1,9 +1,12 @@
 """Drive sweeps in one process with one local Ray session (tests run it in a subprocess, so that
 ``HF_ENDPOINT`` is read at import and Ray's workers are started once for every step).
 
-Reads ``{"refs": [...], "kill_refs": [...], "grid": {Grid fields}, "out": DIR}`` as JSON on stdin and prints one JSON
-object: the first sweep's report and rows; the single answer ``estimate(reference, **options)``
-for every (reference, scenario); the rerun's report and whether any part file changed; and a
+Reads ``{"refs": [...], "kill_refs": [...], "grid": {Grid fields}, "out": DIR, "cpu_refs": [...], "cpu_grid": {...}}``
+as JSON on stdin and prints one JSON object: the first sweep's report and rows; the single answer
+``estimate(reference, **options)`` for every (reference, scenario); a sweep of the CPU-target grid
+(``device`` cpu) over ``cpu_refs`` with this process at 2 torch threads (Ray's workers run with
+one), its rows and the single answers with the thread count left to its default (and at 1 thread, to
+show the figures depend on it); the rerun's report and whether any part file changed; and a
 third sweep of ``kill_refs`` into a fresh folder during which one worker process running a task is SIGKILLed
 (its pid, and that sweep's rows).
 """
@@ -90,6 +93,22 @@ def main() -> None:
             singles.append({"reference": reference, "scenario": scenario.__dict__, **answer})
     result["singles"] = singles
     phase("single_estimates")
+
+    if spec.get("cpu_grid"):
+        import torch
+
+        torch.set_num_threads(2)  # the asking process's threads; each Ray worker runs with one
+        cpu_grid = Grid(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["cpu_grid"].items()})
+        sweep(spec["cpu_refs"], out=out / "cpu", grid=cpu_grid, limits=limits, progress=None)
+        result["cpu_rows"] = _records(out / "cpu")
+        cpu_singles = []
+        for reference in spec["cpu_refs"]:
+            for scenario in cpu_grid.scenarios():
+                kwargs = {k: v for k, v in cpu_grid.estimate_kwargs(scenario).items() if k != "cpu_threads"}
+                cpu_singles.append({"reference": reference, "scenario": scenario.__dict__, "ok": estimate(reference, **kwargs).to_dict(),
+                                    "one_thread": estimate(reference, **kwargs, cpu_threads=1).to_dict()})
+        result["cpu_singles"] = cpu_singles
+        phase("cpu_sweep")
 
     parts = sorted((out / "first" / "data").glob("part-*.parquet"))
     before = {p.name: p.stat().st_mtime_ns for p in parts}

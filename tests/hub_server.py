@@ -86,8 +86,9 @@ Endpoints: ``GET /api/models/{id}[/revision/{rev}]`` (``expand=``/``expand[]=``,
 ``GET /api/models/{id}/auth-check``, ``GET /api/models/{id}/safetensors-metadata/{index path}``,
 ``HEAD|GET /{id}/resolve/{rev}/{path}`` (Range -> 206), ``GET /api/whoami-v2``,
 ``GET|POST /api/models/{id}/discussions``, ``GET /api/models/{id}/discussions/{num}``; test-only
-``GET /_standin/discussions`` (every received post: repo, title, description, token, author, num) and
-``POST /_standin/reset``. No Xet headers are ever sent. ``GET /api/models`` lists the model repos
+``GET /_standin/discussions`` (every received post: repo, title, description, token, author, num),
+``GET /_standin/requests`` (every client request so far, in order: method, path with query, status; what a bench or a
+test counts as an answer's Hub requests) and ``POST /_standin/reset`` (forgets both). No Xet headers are ever sent. ``GET /api/models`` lists the model repos
 (``search``, ``pipeline_tag``, ``filter``, ``limit``); dataset repos are created, committed to and
 read back in memory (``tests/hub_datasets.py``: ``POST /api/repos/create``, ``preupload``, ``commit``
 NDJSON with inline files, ``/api/datasets/{id}[/revision|/tree]``, ``/datasets/{id}/resolve``).
@@ -141,6 +142,8 @@ class HubState:
         self.discussions = hub_discussions.DiscussionStore()
         self.datasets = hub_datasets.DatasetStore()  # dataset repos pushed by clients (estimate-memory sweep --push-to-hub)
         self.stopping = threading.Event()
+        self.requests: list[tuple[str, str, int]] = []  # (method, path with query, status) of every client request, in order
+        self.lock = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -151,6 +154,13 @@ class Handler(BaseHTTPRequestHandler):
     state: HubState  # set on the subclass built by make_server
 
     # ------------------------------------------------------------------ plumbing
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Record each request (``GET /_standin/requests`` lists them), then log it as the stdlib does."""
+        if not self.path.startswith("/_standin/"):
+            with self.state.lock:
+                self.state.requests.append((self.command, self.path, int(code) if str(code).isdigit() else 0))
+        super().log_request(code, size)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if os.environ.get("HUB_STANDIN_LOG"):
             super().log_message(format, *args)
@@ -230,9 +240,14 @@ class Handler(BaseHTTPRequestHandler):
             return self._whoami()
         if path == "/_standin/discussions" and method == "GET":
             return self._send_json(200, self.state.discussions.posts())
+        if path == "/_standin/requests" and method == "GET":
+            with self.state.lock:
+                return self._send_json(200, [{"method": m, "path": p, "status": c} for m, p, c in self.state.requests])
         if path == "/_standin/reset" and method == "POST":
             self.state.discussions.reset()
             self.state.datasets.reset()
+            with self.state.lock:
+                self.state.requests.clear()
             return self._send_json(200, {"ok": True})
         if hub_datasets.route(self, method, segs):  # dataset repos (create, commit, read back) and GET /api/models
             return None

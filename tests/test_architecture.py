@@ -23,7 +23,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("estimator.quant",),
     ("estimator.gguf",),
     ("estimator.load",),
-    ("estimator.peak", "estimator.parallel"),
+    ("estimator.peak", "estimator.peak.parallel"),
     ("estimator.fit", "estimator.serving", "estimator.speed"),
     ("estimator.modules", "estimator.report"),
     ("estimator.api",),
@@ -148,3 +148,77 @@ def test_tools_benches_and_testkit_never_import_tests() -> None:
             name = _module_name(path)
             offenders += [f"{name} imports {m}" for m in sorted(_imports(name, path)) if m == "tests" or m.startswith("tests.")]
     assert offenders == []
+
+
+# Inside the peak stage, lowest first (docs/ARCHITECTURE.md, "Inside peak/"): the fake-tensor stand-ins and the
+# kernel models know nothing of the rest; workload.py is the contract between the engine and the input providers;
+# the simulation engine (sim/) runs a workload; the input providers make one; engine.py joins them for Hub models;
+# parallel/ runs the engine on several GPUs; rows.py makes the result rows; the package front re-exports.
+PEAK_ROOMS: tuple[tuple[str, ...], ...] = (
+    ("estimator.peak.fakes", "estimator.peak.kernels"),
+    ("estimator.peak.workload",),
+    ("estimator.peak.sim",),
+    ("estimator.peak.inputs",),
+    ("estimator.peak.engine",),
+    ("estimator.peak.parallel",),
+    ("estimator.peak.rows",),
+    ("estimator.peak",),
+)
+PEAK_FRONT = {"__init__.py", "engine.py", "rows.py", "workload.py"}  # the only modules directly in estimator/peak/
+
+
+def _room(name: str) -> int | None:
+    best: tuple[int, int] | None = None
+    for rank, prefixes in enumerate(PEAK_ROOMS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (rank, len(prefix))
+    return None if best is None else best[0]
+
+
+def test_peak_imports_point_down_its_rooms() -> None:
+    upward = [f"{name} -> {target}" for name, targets in _graph().items() if name.startswith("estimator.peak")
+              for target in targets if target.startswith("estimator.peak") and (_room(target) or 0) > (_room(name) or 0)]
+    assert sorted(upward) == []
+
+
+def test_every_peak_module_has_a_room() -> None:
+    assert [name for name in _sources() if name.startswith("estimator.peak") and _room(name) is None] == []
+
+
+def test_peak_has_only_its_front_modules_at_the_top() -> None:
+    assert sorted(p.name for p in ROOT.joinpath("estimator", "peak").glob("*.py") if p.name not in PEAK_FRONT) == []
+
+
+def _private_imports(name: str, path: Path) -> list[str]:
+    """``from estimator.x import _name`` and ``module._name`` where ``module`` was imported from the package."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found, modules = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("estimator"):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{name}:{node.lineno} imports {node.module}.{alias.name}")
+                modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            modules.update((alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name.startswith("estimator"))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name) and node.value.id in modules):
+            found.append(f"{name}:{node.lineno} reads {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    offenders = [line for name, path in _sources().items() if name.startswith("estimator.") for line in _private_imports(name, path)]
+    assert offenders == []
+
+
+def test_private_import_checker_sees_both_forms() -> None:
+    path = ROOT / "tests" / "_sample_for_private_imports.py"
+    try:
+        path.write_text("from estimator.peak import engine\nfrom estimator.peak.engine import _collect\nengine._run()\n")
+        found = _private_imports("sample", path)
+    finally:
+        path.unlink()
+    assert found == ["sample:2 imports estimator.peak.engine._collect", "sample:3 reads engine._run"]

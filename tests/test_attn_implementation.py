@@ -108,7 +108,7 @@ def test_a_kernel_the_model_cannot_run_is_refused() -> None:
     import torch
     import transformers
 
-    from estimator.peak.attention import set_attention
+    from estimator.peak.kernels.attention import set_attention
 
     with pytest.raises(UnsupportedError, match="is not one: drop it"):
         set_attention(torch.nn.Linear(2, 2), "eager")

@@ -1,5 +1,5 @@
 """Speech encoders, CTC and audio-classification models fed their own feature extractor's audio
-(estimator/peak/audio_forward.py).
+(estimator/peak/inputs/audio/encoders.py).
 
 - Accuracy: tiny ParakeetForCTC and ASTForAudioClassification, fed what their transformers feature
   extractor makes of random audio, against the allocator's measured peak of the real run in a fresh
@@ -30,8 +30,8 @@ def test_simulated_peak_matches_allocator(truth_and_sim: TruthAndSim, case: str,
 def test_audio_seconds_shape_the_extractor_output() -> None:
     from transformers import AutoConfig
 
-    from estimator.peak.audio import audio_inputs, audio_simulated
-    from estimator.peak.processors import Media
+    from estimator.peak.inputs.audio.features import audio_inputs, audio_simulated
+    from estimator.peak.inputs.prompts.processors import Media
 
     assert audio_simulated("wav2vec2") and audio_simulated("parakeet_encoder") and audio_simulated("qwen2_audio_encoder")
     assert not audio_simulated("bert")

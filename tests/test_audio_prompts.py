@@ -1,4 +1,4 @@
-"""Audio-language models simulated with audio in the prompt (estimator/peak/audio_prompts.py).
+"""Audio-language models simulated with audio in the prompt (estimator/peak/inputs/audio/prompts.py).
 
 - Inputs: the real Qwen2-Audio processor and Whisper feature extractor make the prompt; the clip's
   audio tokens are in ``input_ids`` (as many as the processor's own count for the clip's frames), the
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from estimator.peak.audio import audio_inputs, audio_simulated
-from estimator.peak.processors import Media
+from estimator.peak.inputs.audio.features import audio_inputs, audio_simulated
+from estimator.peak.inputs.prompts.processors import Media
 from testkit.audio_cases import AUDIO_CASES
 from testkit.multimodal_truth import TruthAndSim
 

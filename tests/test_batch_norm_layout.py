@@ -1,4 +1,4 @@
-"""Batch norm's output layout under fake tensors (``estimator.peak.shims``: the batch-norm stand-in).
+"""Batch norm's output layout under fake tensors (``estimator.peak.fakes.shims``: the batch-norm stand-in).
 
 The CPU kernels allocate the normalised output and the backward's ``grad_input`` in the input's suggested memory
 format (contiguous unless channels-last); the meta kernels keep a non-contiguous input's strides, and whether the
@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak.shims import OVERRIDES
+from estimator.peak.fakes.shims import OVERRIDES
 
 A = torch.ops.aten
 INPUTS = {

@@ -39,7 +39,8 @@ def test_local_folder_json_with_no_network(tmp_path: Path) -> None:
     fp32, bf16, int4 = data["rows"]
     assert fp32["total_bytes"] > bf16["total_bytes"] > 0 and fp32["method"] == "exact"
     assert 0 < int4["total_bytes"] < bf16["total_bytes"] and int4["training_adam_bytes"] is None and int4["notes"]
-    assert set(fp32) == {"dtype", "total_bytes", "largest_layer_bytes", "training_adam_bytes", "peak_bytes", "components", "runtime_overhead", "method", "notes", "fit", "cpu_bytes", "outputs_kept_bytes"}
+    assert set(fp32) == {"dtype", "total_bytes", "largest_layer_bytes", "training_adam_bytes", "accelerate_training_bytes", "peak_bytes",
+                         "components", "runtime_overhead", "method", "notes", "fit", "cpu_bytes", "outputs_kept_bytes", "weights_held"}
     assert fp32["peak_bytes"] is None and fp32["components"] == {}
 
 
@@ -47,7 +48,7 @@ def test_table_csv_markdown(tmp_path: Path) -> None:
     folder = write(tmp_path / "m", LLAMA)
     table = run(folder, "--dtypes", "float32")
     assert table.returncode == 0 and "Largest Layer" in table.stdout and "Total Size" in table.stdout and "MiB" in table.stdout
-    assert "no activations" in table.stdout
+    assert "besides activations" in table.stdout
     csv = run(folder, "--format", "csv", "--dtypes", "float32")
     assert csv.stdout.splitlines()[0].startswith("dtype,largest_layer_bytes,total_bytes,training_adam_bytes")
     markdown = run(folder, "--format", "markdown", "--dtypes", "float32")

@@ -87,7 +87,9 @@ def test_marian_is_asked_as_a_seq2seq_lm() -> None:
     import torch
     import transformers
 
-    from estimator.peak.inputs import ModelKind, detect_kind, workload_for
+    from estimator.peak.inputs.generic import detect_kind
+    from estimator.peak.inputs.providers import workload_for
+    from estimator.peak.workload import ModelKind
 
     config = transformers.MarianConfig(vocab_size=64, decoder_vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1,
                                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,

@@ -1,4 +1,4 @@
-"""PyTorch's CUDA caching allocator replayed over a trace (estimator.peak.cuda_allocator).
+"""PyTorch's CUDA caching allocator replayed over a trace (estimator.peak.kernels.cuda.allocator).
 
 No GPU here: each case is worked out by hand from the rules of c10/cuda/CUDACachingAllocator.cpp
 (the constants and functions named in the module docstring); the allocator's figures come from a
@@ -14,7 +14,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from estimator import estimate
 from estimator.peak import simulate_peak
-from estimator.peak.cuda_allocator import replay, round_size, segment_size
+from estimator.peak.kernels.cuda.allocator import replay, round_size, segment_size
 
 KiB, MiB = 1024, 1024**2
 

@@ -17,7 +17,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_map
 
-from estimator.peak.cuda_autocast import cuda_autocast_policy
+from estimator.peak.kernels.cuda.autocast import cuda_autocast_policy
 from testkit.cuda_fakes import forward_peak, real_cuda_autocast
 
 # Ops of the lists that fake CUDA tensors cannot run without a driver (cuDNN calls, CUDA-only

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from estimator.peak.depthwise import depthwise_backward_scratch
-from estimator.peak.workspace import block_size
+from estimator.peak.kernels.cpu.depthwise import depthwise_backward_scratch
+from estimator.peak.kernels.cpu.workspace import block_size
 
 ROOT = Path(__file__).resolve().parents[1]
 
 _MEASURE = r"""
 import json, sys, torch
 from torch.profiler import ProfilerActivity, profile
-from estimator.peak.depthwise import depthwise_backward_scratch
-from estimator.peak.workspace import block_size
+from estimator.peak.kernels.cpu.depthwise import depthwise_backward_scratch
+from estimator.peak.kernels.cpu.workspace import block_size
 from testkit.truth import trace_events
 
 dtype, c, hw, batch, k, threads = sys.argv[1:]
@@ -66,7 +66,7 @@ def test_rule_matches_the_allocator(dtype: str, channels: int, spatial: int, bat
     assert torch.backends.mkldnn.is_available()  # every x86-64 build of torch has oneDNN
     if dtype == "bfloat16" and not _onednn_bf16():
         # bfloat16 convolutions run in PyTorch's own kernels here: the rule must not claim a oneDNN buffer.
-        from estimator.peak.depthwise import depthwise_backward_scratch
+        from estimator.peak.kernels.cpu.depthwise import depthwise_backward_scratch
 
         x = torch.empty(batch, channels, spatial, spatial, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
         w = torch.empty(channels, 1, kernel, kernel, dtype=torch.bfloat16)

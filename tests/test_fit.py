@@ -95,6 +95,24 @@ def test_the_solver_finds_the_boundary_of_monotone_functions() -> None:
             assert found.value == limit or needed(found.value + 1) > capacity
 
 
+def test_any_guess_gives_the_exhaustive_scan_s_boundary() -> None:
+    """Right, one off, far off or past the limit: the search from a guess names the value an exhaustive scan does."""
+    rng = random.Random(11)
+    for _ in range(300):
+        a, b, c = rng.randint(10**6, 10**10), rng.randint(10**3, 10**8), rng.choice([0, rng.randint(0, 10**4)])
+        step = rng.choice([1, 512, 2**21])
+
+        def needed(x: int, a: int = a, b: int = b, c: int = c, step: int = step) -> tuple[int, int]:
+            return -(-(a + b * x + c * x * x) // step) * step, a + b * x + c * x * x
+
+        capacity, limit = rng.randint(10**6, 2 * 10**10), rng.choice([64, 1024])
+        scan = next((x - 1 for x in range(1, limit + 1) if needed(x)[0] > capacity), limit) or None
+        known = {1: needed(1)} if rng.random() < 0.5 else {}
+        for guess in (scan or 1, (scan or 1) + 1, rng.randint(1, 3 * limit)):
+            found = largest_fitting(needed, capacity, limit=limit, known=known, guess=guess)
+            assert found.value == scan, (a, b, c, step, capacity, limit, guess)
+
+
 def _needed(folder: Path, mode: str, gpu_memory: str, **shape: int) -> int:
     """Peak plus runtime overhead of a fresh estimate at ``shape``, added up here."""
     row = estimate(str(folder), mode=mode, dtypes="float32", **shape).rows[0]  # type: ignore[arg-type]
@@ -140,3 +158,37 @@ def test_gpu_options_refused_clearly() -> None:
         estimate("gpt2", gpu="L4", device="cpu", mode="inference")
     with pytest.raises(BadOptionError, match="not a GPU we know"):
         estimate("gpt2", gpu="Voodoo 5")
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_the_guided_search_gives_the_exhaustive_search_s_boundaries(mode: str, tmp_path: Path) -> None:
+    """The fit search starts from a guess and simulates a handful of shapes; an exhaustive scan simulates
+    every batch size (every step of sequence length) from the smallest up to the first that does not fit.
+    Both must name the same largest batch and longest sequence, with the same bytes at the boundary."""
+    (tmp_path / "config.json").write_text(json.dumps(MODELS["llama"]))
+    shape = {"batch_size": 2, "seq_len": 64}
+    base = estimate(str(tmp_path), mode=mode, dtypes="float32", **shape).rows[0]  # type: ignore[arg-type]
+    assert base.peak_bytes is not None
+    memory = f"{(base.peak_bytes * 3 + runtime.CUDA_CONTEXT_BYTES + 64 * MiB) // MiB}MiB"
+    capacity = parse_memory(memory)
+    fit = estimate(str(tmp_path), mode=mode, dtypes="float32", gpu_memory=memory, **shape).rows[0].fit  # type: ignore[arg-type]
+    assert fit is not None
+
+    def scan(knob: str, values: range) -> tuple[int | None, int | None, int]:
+        """The last value that fits before the first that does not, the bytes there, and the simulations."""
+        last, at_last, count = None, None, 0
+        for value in values:
+            count += 1
+            needed = _needed(tmp_path, mode, memory, **{**shape, knob: value})
+            if needed > capacity:
+                return last, at_last, count
+            last, at_last = value, needed
+        return last, at_last, count
+
+    best, at_best, scanned = scan("batch_size", range(1, 200))
+    assert (fit["max_batch_size"], fit["batch_boundary"]["needed_at_max"]) == (best, at_best)
+    assert fit["batch_boundary"]["simulations"] < scanned
+    limit = MODELS["llama"]["max_position_embeddings"]
+    longest, at_longest, scanned = scan("seq_len", range(SEQ_STEP, limit + 1, SEQ_STEP))
+    assert (fit["max_seq_len"], fit["seq_boundary"]["needed_at_max"]) == (longest, at_longest)
+    assert fit["seq_boundary"]["simulations"] < scanned

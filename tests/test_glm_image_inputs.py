@@ -1,11 +1,11 @@
 """GLM-Image and GLM-5-Next fed images (fast: the tiny cases of ``testkit.multimodal_cases``, one forward each).
 
 - GLM-Image writes its VQ codes into ``input_ids`` and searches them for its image start / end ids: under fake
-  tensors the search is answered by :mod:`estimator.peak.known_bounds` (the codes lie below the special ids), and
+  tensors the search is answered by :mod:`estimator.peak.fakes.known_bounds` (the codes lie below the special ids), and
   the 3-D positions the language model gets are known and equal the real run's; the coverage bench's small config
   keeps the codes below the special ids as the checkpoints do (:func:`testkit.shrink_fit._vq_codes`).
 - GLM-5-Next's indexer splits the attention mask back out of the keys it packs and caches
-  (:mod:`estimator.peak.known_constants`): its pools are known in the prefill and in a decode step over the cache,
+  (:mod:`estimator.peak.fakes.known_constants`): its pools are known in the prefill and in a decode step over the cache,
   equal to the real run's.
 """
 
@@ -18,11 +18,11 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 
-from estimator.peak.known_bounds import KnownBounds
-from estimator.peak.known_constants import KnownConstants
-from estimator.peak.known_values import KnownValues, _value, know
-from estimator.peak.processors import Media, media_inputs
-from estimator.peak.shims import StandIns
+from estimator.peak.fakes.known_bounds import KnownBounds
+from estimator.peak.fakes.known_constants import KnownConstants
+from estimator.peak.fakes.known_values import KnownValues, known_value, know
+from estimator.peak.fakes.shims import StandIns
+from estimator.peak.inputs.prompts.processors import Media, media_inputs
 from testkit.multimodal_cases import MM_CASES
 
 
@@ -66,7 +66,7 @@ def _glm_image_positions(fake: bool, tensors: dict[str, torch.Tensor]) -> torch.
         x = _fakes(tensors)
         with torch.no_grad():
             positions = _captured(lambda: model(**x), model.model.language_model, "position_ids")[0]
-        known = _value(positions)
+        known = known_value(positions)
     assert known is not None, "the positions built from the search are not known"
     return known
 
@@ -87,7 +87,7 @@ def test_bounded_codes_answer_equalities_outside_their_range_only() -> None:
         codes = torch.empty(2, 6).argmin(dim=1)  # two codes in [0, 6)
         written = x.masked_scatter(x == 7, codes)
         end, inside = written[0] == 8, written[0] == 5
-        found, unknown = _value(end), _value(inside)
+        found, unknown = known_value(end), known_value(inside)
         where = torch.where(end)[0].tolist()
     assert found is not None and found.tolist() == [False, False, False, True, False]
     assert unknown is None  # 5 could be a code: unknown
@@ -141,7 +141,7 @@ def _glm5_pools(fake: bool, tensors: dict[str, torch.Tensor]) -> list[torch.Tens
                 return know(torch.empty(shape, dtype=torch.long), real)
 
             run(model, _fakes(tensors), ones)
-            known = [_value(t) for t in seen]
+            known = [known_value(t) for t in seen]
     finally:
         glm5.Glm5NextTextIndexer.get_pooled_states = original  # type: ignore[method-assign]
     assert all(k is not None for k in known), "the indexer's pools are not known"

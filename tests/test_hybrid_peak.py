@@ -52,7 +52,7 @@ def _real_cache_bytes(case: str, tokens: int) -> dict[str, int]:
     """conv_state / ssm_state / kv_cache bytes of the cache a real CPU forward over ``tokens`` tokens fills."""
     from transformers import DynamicCache
 
-    from estimator.peak.caches import cache_argument, returned_cache, state_tensors, tensors_in
+    from estimator.peak.sim.caches import cache_argument, returned_cache, state_tensors, tensors_in
 
     c = HYBRID_CASES[case]
     model = c.build_on("cpu").eval()
@@ -74,9 +74,9 @@ def test_state_components_are_the_real_caches_bytes(case: str) -> None:
     equals, kind by kind, the bytes of the cache a real forward over that context fills."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from estimator.peak.inputs import workload_for
-    from estimator.peak.materialize import materialize
-    from estimator.peak.steps import AFTER, simulate_step
+    from estimator.peak.inputs.providers import workload_for
+    from estimator.peak.sim.materialize import materialize
+    from estimator.peak.sim.steps import AFTER, simulate_step
 
     c = HYBRID_CASES[case]
     model = c.build_on("meta")

@@ -1,4 +1,4 @@
-"""Known input values (``estimator.peak.known_values``) against real torch: values that ops update
+"""Known input values (``estimator.peak.fakes.known_values``) against real torch: values that ops update
 in place follow the real update (Adam's step counter), as the real run computes them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak.known_values import KnownValues
+from estimator.peak.fakes.known_values import KnownValues
 
 
 def _real_adam_steps() -> list[float]:

@@ -118,9 +118,9 @@ def prefill_cache_bytes(config: Any, batch: int, seq: int) -> int:
     """The KV cache of a transformers prefill as the simulator sees it (fake tensors, CPU kernels)."""
     from transformers import AutoModelForCausalLM
 
-    from estimator.peak.inputs import workload_for
-    from estimator.peak.materialize import materialize
-    from estimator.peak.steps import AFTER, simulate_step
+    from estimator.peak.inputs.providers import workload_for
+    from estimator.peak.sim.materialize import materialize
+    from estimator.peak.sim.steps import AFTER, simulate_step
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)

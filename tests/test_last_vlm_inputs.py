@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from transformers import FunAsrNanoConfig, Gemma4Config
 
-from estimator.peak.audio import audio_inputs
-from estimator.peak.processors import Media, media_inputs
+from estimator.peak.inputs.audio.features import audio_inputs
+from estimator.peak.inputs.prompts.processors import Media, media_inputs
 
 
 def test_gemma4_image_becomes_its_soft_tokens_between_boi_and_eoi() -> None:

@@ -1,4 +1,4 @@
-"""transformers' ``compile_compatible_method_lru_cache`` across simulations (estimator.peak.lru_shim).
+"""transformers' ``compile_compatible_method_lru_cache`` across simulations (estimator.peak.fakes.lru_shim).
 
 DINOv3's ``get_patches_center_coordinates`` is memoised process-wide: before the shim, the second
 simulation in a process got the first one's fake tensor back (``AssertionError: Mixing fake modes
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from estimator.peak.lru_shim import clear_method_lru_caches
+from estimator.peak.fakes.lru_shim import clear_method_lru_caches
 
 TOLERANCE = 0.02
 MODEL_TYPE = "dinov3_vit"
@@ -43,7 +43,7 @@ def _simulate(mode: str) -> Any:
 def test_simulations_in_one_process_do_not_share_cached_fakes() -> None:
     from transformers.models.dinov3_vit import modeling_dinov3_vit as dinov3
 
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.vision_truth import _bench
 
     real = _bench(MODEL_TYPE)()  # a real forward first: the cache holds a real tensor

@@ -13,8 +13,8 @@ import pytest
 import torch
 import transformers
 
-from estimator.peak.family import _tokenizer
-from estimator.peak.processors import Media, lookup, media_inputs
+from estimator.peak.inputs.prompts.family import family_tokenizer
+from estimator.peak.inputs.prompts.processors import Media, lookup, media_inputs
 
 MARKERS = {"image_start_id": 501, "image_end_id": 502, "slice_start_id": 503, "slice_end_id": 504, "newline_id": 505}
 TYPES = {  # model_type -> (config, processor, image processor, video processor)
@@ -37,7 +37,7 @@ def _real(model_type: str, config: object, images: int, size: int, text_len: int
     settings = {"patch_size": 14, "downsample_mode": config.downsample_mode}  # type: ignore[attr-defined]
     family = lookup(model_type)
     assert family is not None
-    proc = processor(image_processor=image_processor(**settings), video_processor=video_processor(), tokenizer=_tokenizer(config, family))
+    proc = processor(image_processor=image_processor(**settings), video_processor=video_processor(), tokenizer=family_tokenizer(config, family))
     rng = np.random.default_rng(0)  # media_inputs' images: the same generator, the same order
     pictures = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(images)]
     out = proc(text=["<|image_pad|>" * images + " a" * text_len], images=[pictures], return_tensors="pt")
@@ -88,7 +88,7 @@ def test_video_equals_the_processors_call(model_type: str) -> None:
     family = lookup(model_type)
     assert family is not None
     video = video_processor(**settings)
-    proc = processor(image_processor=image_processor(**settings), video_processor=video, tokenizer=_tokenizer(config, family))
+    proc = processor(image_processor=image_processor(**settings), video_processor=video, tokenizer=family_tokenizer(config, family))
     fps = float(getattr(video, "fps", None) or 1.0)
     frames = np.random.default_rng(1).integers(0, 256, (4, 448, 448, 3), dtype=np.uint8)  # media_inputs' seed + 1
     metadata = VideoMetadata(total_num_frames=4, fps=fps, width=448, height=448, duration=4 / fps, frames_indices=[0, 1, 2, 3])
@@ -109,7 +109,7 @@ def test_a_vision_tower_asked_alone_takes_the_image_processor_s_own_downsample_m
     processor's default instead of failing (the tower was simulated with images before the family existed)."""
     from types import SimpleNamespace
 
-    from estimator.peak.minicpm_family import _image
+    from estimator.peak.inputs.prompts.minicpm_family import _image
 
     parent = transformers.AutoConfig.for_model("minicpm_ocr")
     alone = _image(SimpleNamespace(vision_config=parent.vision_config))

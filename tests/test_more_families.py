@@ -1,4 +1,4 @@
-"""The processor families of estimator/peak/more_families.py: GLM-4V's simulated peak against the CPU allocator.
+"""The processor families of estimator/peak/inputs/prompts/more_families.py: GLM-4V's simulated peak against the CPU allocator.
 
 A tiny GLM-4V (``testkit/multimodal_cases.py``) fed what ``Glm4vProcessor`` makes of two random images: two
 AdamW training steps, simulated and measured each in a fresh process
@@ -26,8 +26,8 @@ def test_glm4v_peak_matches_allocator(truth_and_sim: TruthAndSim, case: str, mod
 
 def test_more_families_are_looked_up() -> None:
     """Every model type of the table is found by the processor lookup, so ``--images`` is accepted for it."""
-    from estimator.peak.more_families import more_families
-    from estimator.peak.processors import images_simulated
+    from estimator.peak.inputs.prompts.more_families import more_families
+    from estimator.peak.inputs.prompts.processors import images_simulated
 
     types = more_families()
     assert {"glm4v", "blip-2", "florence2", "pix2struct", "vision-encoder-decoder"} <= set(types)
@@ -39,7 +39,7 @@ def test_one_image_models_refuse_two() -> None:
     from transformers import AutoConfig
 
     from estimator.errors import EstimatorError
-    from estimator.peak.processors import Media, media_inputs
+    from estimator.peak.inputs.prompts.processors import Media, media_inputs
 
     config = AutoConfig.for_model("blip-2", num_query_tokens=4, image_token_index=50265)
     with pytest.raises(EstimatorError, match="one image per prompt"):

@@ -90,7 +90,7 @@ def test_inputs_the_model_refuses_fall_back_to_text_with_a_note() -> None:
     """Processor settings that disagree with the model (5 image tokens for 4 features): the model's own
     check fails on the known values, as the real run would, and the row is the text-only step, never a formula."""
     from estimator.peak import simulate_peak
-    from estimator.peak.processors import Media
+    from estimator.peak.inputs.prompts.processors import Media
     from testkit.multimodal_cases import MM_CASES
 
     case = MM_CASES["gemma3"]

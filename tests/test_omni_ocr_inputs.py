@@ -15,8 +15,8 @@ import pytest
 import torch
 import transformers
 
-from estimator.peak.family import _tokenizer
-from estimator.peak.processors import Media, lookup, media_inputs
+from estimator.peak.inputs.prompts.family import family_tokenizer
+from estimator.peak.inputs.prompts.processors import Media, lookup, media_inputs
 
 
 def _images(n: int, size: int) -> list[np.ndarray]:
@@ -43,7 +43,7 @@ def test_nemotron_omni_inputs_equal_the_processors_call(images: int, size: int, 
     assert family is not None
     proc = transformers.NemotronH_Omni_Reasoning_V3Processor(
         image_processor=transformers.NemotronH_Omni_Reasoning_V3ImageProcessor(patch_size=16, downsample_ratio=0.5),
-        video_processor=transformers.NemotronH_Omni_Reasoning_V3VideoProcessor(), tokenizer=_tokenizer(config, family),
+        video_processor=transformers.NemotronH_Omni_Reasoning_V3VideoProcessor(), tokenizer=family_tokenizer(config, family),
         feature_extractor=transformers.ParakeetFeatureExtractor())
     real = _tensors(proc(text=["<image>" * images + " a" * 4], images=_images(images, size), return_tensors="pt"))
     assert set(made.tensors) == set(real) == {"input_ids", "pixel_values", "image_grid_hw"}
@@ -86,7 +86,7 @@ def test_unlimited_ocr_inputs_equal_the_processors_call(images: int, size: int |
     family = lookup("unlimited_ocr")
     assert family is not None
     proc = transformers.UnlimitedOcrProcessor(image_processor=transformers.UnlimitedOcrImageProcessor(),
-                                              tokenizer=_tokenizer(config, family), patch_size=16, downsample_ratio=4)
+                                              tokenizer=family_tokenizer(config, family), patch_size=16, downsample_ratio=4)
     out = proc(text=["<image>" * images + " a" * 4], images=_images(images, size or 1024), return_tensors="pt")
     real = _tensors(out)
     assert set(made.tensors) == set(real) == {"input_ids", "pixel_values", *(("pixel_values_local",) if tiles else ())}
@@ -103,8 +103,8 @@ def test_unlimited_ocr_inputs_equal_the_processors_call(images: int, size: int |
 def test_unlimited_ocr_local_tiles_reach_the_forward() -> None:
     """The workload passes the tiles' counts and grid, Python lists as the processor made them, to the forward that
     names them (``plain_inputs``); tensors become fakes as before."""
-    from estimator.peak.family import plain_inputs
-    from estimator.peak.media import media_workload
+    from estimator.peak.inputs.prompts.family import plain_inputs
+    from estimator.peak.inputs.prompts.media import media_workload
     from testkit.multimodal_cases import MM_CASES
 
     case = MM_CASES["unlimited_ocr_tiles"]
@@ -120,7 +120,7 @@ def test_unlimited_ocr_local_tiles_reach_the_forward() -> None:
 def test_unlimited_ocr_small_config_runs_forward_on_images_for_real() -> None:
     """The coverage small config (testkit/shrink_sam.py: the SAM stage's last width is the CLIP's) runs its real
     forward and backward on its processor's inputs, the local tiles of a 700 px image included."""
-    from estimator.peak.family import plain_inputs
+    from estimator.peak.inputs.prompts.family import plain_inputs
     from testkit.coverage import small_config
 
     small, _name, model, level, reason = small_config("unlimited_ocr")

@@ -23,8 +23,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import estimator
 from estimator.modules.estimate import estimate_module, meta_copy
 from estimator.peak.engine import simulate_step
-from estimator.peak.inputs import module_workload
-from estimator.peak.materialize import materialize
+from estimator.peak.inputs.generic import module_workload
+from estimator.peak.sim.materialize import materialize
 from tests.test_module_ground_truth import CASES, measured_peak
 
 BATCH, IMAGE = 2, 32

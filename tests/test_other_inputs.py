@@ -1,4 +1,4 @@
-"""Models with inputs of their own (estimator.peak.other_inputs), against independent truth.
+"""Models with inputs of their own (estimator.peak.inputs.other.workloads), against independent truth.
 
 The simulated peak of inference (one ``no_grad`` forward) and of two AdamW training steps against the
 CPU allocator's peak of the real run, measured as ``tests/test_peak_accuracy.py`` measures it
@@ -7,7 +7,7 @@ region, the same workload's inputs made for real), within 2%, one case per mecha
 and the model's own code are what is checked; two codec cases carry a documented kernel-scratch gap):
 
 - ``encodec`` (measured at 0.25 s: inference within 2% since its batch-1 convolutions are modelled as ATen's native
-  ``slow_conv2d`` (estimator.peak.workspace; was -12.8%); training a known gap, +9.45%, see ``_CONV1D_BACKWARD``): a codec fed ``input_values`` / ``padding_mask`` by its feature extractor; its padding
+  ``slow_conv2d`` (estimator.peak.kernels.cpu.workspace; was -12.8%); training a known gap, +9.45%, see ``_CONV1D_BACKWARD``): a codec fed ``input_values`` / ``padding_mask`` by its feature extractor; its padding
   computed from 0-d integer buffers, whose values survive the meta build (estimator.build.scalars);
 - ``fastspeech2`` (training): text ids with an alignment (``duration_labels``) and mel/pitch/energy targets, the
   targets' padding asked of known values;
@@ -47,10 +47,10 @@ class Case:
 
 
 # Measured per kernel on CPU (torch 2.14, 1-2 threads): ConvTranspose1d(32, 16, 8, stride 4) on (1, 32, 2000)
-# holds twice its output besides it, an LSTM(32, 32) over 250 steps 305 KB of gates; estimator.peak.workspace
+# holds twice its output besides it, an LSTM(32, 32) over 250 steps 305 KB of gates; estimator.peak.kernels.cpu.workspace
 # models oneDNN's buffers of 1-d to 3-d convolutions, not of transposed ones nor of the LSTM kernel, so a
 # codec's simulated peak is below the allocator's.
-_CONV1D = "CPU scratch of transposed convolutions and LSTM kernels not modelled (estimator.peak.workspace)"
+_CONV1D = "CPU scratch of transposed convolutions and LSTM kernels not modelled (estimator.peak.kernels.cpu.workspace)"
 _CONV1D_BACKWARD = ("above the allocator in training: at the last convolution's backward (its slow_conv2d columns, 451,584 B, "
                     "exact) the simulation holds 351,968 B more live than the allocator, not yet traced")
 
@@ -96,8 +96,8 @@ def _class(case: Case) -> Any:
 
 def measure(name: str, mode: str) -> int:
     """The allocator's peak of the real run (testkit.peak_truth's window), in this fresh process."""
-    from estimator.peak import other_inputs
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.other import workloads as other_inputs
+    from estimator.peak.inputs.providers import workload_for
     from testkit.peak_truth import run_work as _work
     from testkit.truth import trace_events, window_peak
 
@@ -118,7 +118,8 @@ def measure(name: str, mode: str) -> int:
 def simulate(name: str, mode: str) -> dict[str, Any]:
     """The simulation of the model built as the estimator builds it (on meta, estimator.build)."""
     from estimator.build.transformers_models import build_transformers
-    from estimator.peak import other_inputs, simulate_peak
+    from estimator.peak import simulate_peak
+    from estimator.peak.inputs.other import workloads as other_inputs
 
     other_inputs.AUDIO_SECONDS = SECONDS
     case = CASES[name]
@@ -165,7 +166,7 @@ def test_codec_notes_name_input_values() -> None:
     from transformers import MimiDecoderConfig
 
     from estimator.build.transformers_models import build_transformers
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
 
     case = CASES["encodec"]
     model = build_transformers(_config(case, truth=False).to_dict(), torch.float32, model="encodec")

@@ -1,4 +1,4 @@
-"""Models fed two kinds of input at once (estimator.peak.pair_inputs): the inputs, and the peak against the CPU allocator.
+"""Models fed two kinds of input at once (estimator.peak.inputs.vision.pair): the inputs, and the peak against the CPU allocator.
 
 The truth is measured as tests/test_peak_accuracy.py measures it (testkit/pair_truth.py: the real
 model built on CPU inside ``torch.profiler``, the same inputs as real tensors, one ``no_grad`` forward,
@@ -61,7 +61,7 @@ def _meta(cls_name: str, config_name: str, **kw: Any) -> torch.nn.Module:
 
 def test_inputs_as_a_user_sends_them() -> None:
     """Shapes from the config: both towers fed, text capped at the text tower's positions, boxes valid."""
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
 
     small = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
     clip = _meta("CLIPModel", "CLIPConfig", text_config={**small, "max_position_embeddings": 77},

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from estimator.options import ParallelSpec, Strategy
-from estimator.parallel.simulate import simulate_parallel
+from estimator.peak.parallel.simulate import simulate_parallel
 from testkit import fsdp_truth
 from testkit.peak_cases import CASES
 

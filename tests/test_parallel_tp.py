@@ -12,7 +12,7 @@ import transformers
 
 from estimator.errors import BadOptionError
 from estimator.options import ParallelSpec, Strategy, parse_options
-from estimator.parallel.simulate import simulate_parallel
+from estimator.peak.parallel.simulate import simulate_parallel
 
 CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
               vocab_size=1000, max_position_embeddings=256)

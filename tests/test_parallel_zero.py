@@ -3,7 +3,7 @@
 For six published configs (the bundled catalog's real config.json files) the parameter counts are
 taken from the model built on the meta device, counted DeepSpeed's way (``model_to_params``: the
 distinct parameters, and the largest module's own direct parameters), then
-:func:`estimator.parallel.zero.zero_model_states` must return exactly what
+:func:`estimator.peak.parallel.zero.zero_model_states` must return exactly what
 ``estimate_zero2_model_states_mem_needs`` and ``estimate_zero3_model_states_mem_needs`` return,
 GPU and CPU bytes, for 1, 2, 8 and 64 GPUs, offload on and off.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from estimator.parallel.zero import zero_model_states
+from estimator.peak.parallel.zero import zero_model_states
 
 pytest.importorskip("deepspeed", reason="deepspeed==0.19.8 is in requirements-dev.txt")
 
@@ -104,8 +104,8 @@ def test_zero_rows_carry_deepspeeds_model_states(strategy: str, offload: str) ->
     from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
     from estimator.options import Offload, ParallelSpec, Strategy
-    from estimator.parallel.simulate import simulate_parallel
-    from estimator.peak.training import Recipe
+    from estimator.peak.parallel.simulate import simulate_parallel
+    from estimator.peak.sim.training import Recipe
 
     config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                       num_key_value_heads=2, vocab_size=1000, max_position_embeddings=256)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from estimator.peak import simulate_peak
-from estimator.peak.layers import layer_count
+from estimator.peak.sim.layers import layer_count
 
 # Copies of public config.json files (from ../shared/hub-fixtures, see its README).
 MODELS = Path(__file__).parent / "hub_data" / "models"  # published configs (copies of ../shared/hub-fixtures)

@@ -8,7 +8,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.peak import Component, PeakResult, simulate_peak
-from estimator.peak.cuda_sdpa import choose_backend
+from estimator.peak.kernels.cuda.sdpa import choose_backend
 from testkit.peak_cases import CASES
 
 

@@ -10,8 +10,8 @@ import torch
 from transformers import Pop2PianoConfig
 
 from estimator.errors import InputError
-from estimator.peak.family import Media
-from estimator.peak.pop2piano_inputs import BPM, pop2piano_features, pop2piano_inputs
+from estimator.peak.inputs.audio.pop2piano import BPM, pop2piano_features, pop2piano_inputs
+from estimator.peak.inputs.prompts.family import Media
 
 fe = importlib.import_module("transformers.models.pop2piano.feature_extraction_pop2piano")  # the real class, not the dummy
 

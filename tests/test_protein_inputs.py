@@ -1,4 +1,4 @@
-"""Evolla fed a protein and its chat text (estimator/peak/protein_inputs.py), fast: no model run.
+"""Evolla fed a protein and its chat text (estimator/peak/inputs/other/protein.py), fast: no model run.
 
 - The SaProt tokenizer gives the ids of the Evolla-10B-hf checkpoint's: transformers' own processor test
   (tests/models/evolla/test_processing_evolla.py) expects ``[0, 13, 13, 13, 13, 2]`` for amino acids "AAAA" with
@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak.known_values import _value
-from estimator.peak.protein_inputs import protein_inputs, protein_processor, protein_tokenizer, random_proteins, user_messages
+from estimator.peak.fakes.known_values import known_value
+from estimator.peak.inputs.other.protein import protein_inputs, protein_processor, protein_tokenizer, random_proteins, user_messages
 from testkit.multimodal_cases import MM_CASES
 
 # transformers' tests/models/evolla/test_processing_evolla.py: EVOLLA_VALID_AA, EVOLLA_VALID_FS; SaProt's specials first
@@ -55,7 +55,7 @@ def test_saprot_tokens_are_the_checkpoints() -> None:
 
 
 def test_workload_feeds_what_the_processor_returns(tmp_path: Path) -> None:
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
 
     case = MM_CASES["evolla"]
     config = case.make_config()
@@ -63,7 +63,7 @@ def test_workload_feeds_what_the_processor_returns(tmp_path: Path) -> None:
     workload = workload_for(case.build_on("meta"), batch_size=2, seq_len=40)
     with FakeTensorMode():
         fed = workload.make_inputs()
-        known = {k: _value(v) for k, v in fed.items()}
+        known = {k: known_value(v) for k, v in fed.items()}
     assert set(expected) == {"protein_input_ids", "protein_attention_mask", "input_ids", "attention_mask"}
     for name, real in expected.items():
         assert known[name] is not None and torch.equal(known[name], real), name
@@ -83,7 +83,7 @@ def test_processor_truncation_holds(tmp_path: Path) -> None:
 
 
 def test_coverage_records_a_protein_input() -> None:
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.coverage import simulated_inputs
 
     workload = workload_for(MM_CASES["evolla"].build_on("meta"), batch_size=1, seq_len=8)

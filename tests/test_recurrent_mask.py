@@ -1,4 +1,4 @@
-"""The padding mask of linear-attention and SSM layers under fake tensors (``estimator.peak.shims.unpadded_masks``).
+"""The padding mask of linear-attention and SSM layers under fake tensors (``estimator.peak.fakes.shims.unpadded_masks``).
 
 transformers' ``create_recurrent_attention_mask`` returns None for an all-ones 2-D mask (the layer then multiplies
 nothing) but a fake tensor counts as tracing, where it always returns the mask. Under the shim a fake mask gets the
@@ -12,8 +12,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from transformers import masking_utils
 
-from estimator.peak.known_values import know
-from estimator.peak.shims import unpadded_masks
+from estimator.peak.fakes.known_values import know
+from estimator.peak.fakes.shims import unpadded_masks
 
 
 @pytest.mark.parametrize("padded", [False, True])

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+import torch
 
-from estimator.api import estimate
-from estimator.errors import BadOptionError, Option, RemoteCodeRequiredError, UnsupportedError
+from estimator.errors import BadOptionError, Option, RemoteCodeRequiredError
 from estimator.messages import CLI, Wording, user_message
 from estimator.options import (
     DEFAULT_SEQ_LEN,
@@ -37,8 +35,12 @@ def test_parse_groups_options_by_the_stage_they_shape() -> None:
     assert options == Options(
         load=LoadSpec(dtypes=(DType.FLOAT32, DType.INT4)),
         work=WorkSpec(mode=Mode.TRAINING, shape=InputShape(batch_size=4, seq_len=128), training=TrainingSpec(pure_16bit=True)),
-        hardware=HardwareSpec(device=Device.CPU),
+        hardware=HardwareSpec(device=Device.CPU, cpu_threads=torch.get_num_threads()),  # the asking process's, when not given
     )
+    assert parse_options(device="cpu", cpu_threads="3").hardware.cpu_threads == 3
+    assert parse_options(device="cuda").hardware.cpu_threads is None
+    with pytest.raises(BadOptionError, match="cpu-threads"):
+        parse_options(device="cuda", cpu_threads=4)
     assert hash(options) == hash(parse_options(dtypes=["float32", "int4"], mode="TRAINING", batch_size=4, seq_len="128", device="cpu", pure_16bit=1))
 
 

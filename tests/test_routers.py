@@ -8,10 +8,10 @@ import torch
 import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak.known_constants import KnownConstants
-from estimator.peak.known_values import KnownValues, _value, know
-from estimator.peak.routing import ROUTING_NOTE, routes_by_values
-from estimator.peak.series_inputs import series_arrays
+from estimator.peak.fakes.known_constants import KnownConstants
+from estimator.peak.fakes.known_values import KnownValues, known_value, know
+from estimator.peak.inputs.other.series import series_arrays
+from estimator.peak.inputs.routing import ROUTING_NOTE, routes_by_values
 
 
 def _meta(config: transformers.PretrainedConfig, cls: type) -> torch.nn.Module:
@@ -53,8 +53,8 @@ def test_known_parts_of_a_concatenation() -> None:
         _keys, valid = torch.split(packed, [3, 1], dim=-1)
         last = packed[..., -1]
         zeros = torch.zeros(4)
-        known = [_value(valid), _value(last), _value(zeros)]
-        whole = _value(packed)
+        known = [known_value(valid), known_value(last), known_value(zeros)]
+        whole = known_value(packed)
     assert all(k is not None for k in known) and whole is None
     assert torch.equal(known[0], torch.ones(2, 5, 1)) and torch.equal(known[1], ones)  # type: ignore[arg-type]
     assert torch.equal(known[2], torch.zeros(4))  # type: ignore[arg-type]

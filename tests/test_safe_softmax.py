@@ -1,6 +1,6 @@
 """``scaled_dot_product_attention``'s math path on CPU (an attention mask that needs a gradient: SAM's relative-position
 bias in training) against the CPU allocator: its ``_safe_softmax`` holds a bool mask of its input and one bool per
-row beside its output (:func:`estimator.peak.flash_cpu.safe_softmax_scratch`), invisible to the fakes.
+row beside its output (:func:`estimator.peak.kernels.cpu.flash.safe_softmax_scratch`), invisible to the fakes.
 
 Truth: ``torch.profiler``'s "Total Allocated" maximum over two AdamW steps, in a fresh process, the module built inside
 the profile (as ``tests/test_module_ground_truth.py`` measures).
@@ -67,8 +67,8 @@ def test_math_attention_softmax_masks_counted(monkeypatch: pytest.MonkeyPatch) -
     assert abs(simulated - truth["peak"]) <= 64, (simulated, truth["peak"])
     # without the masks the fakes miss them at the peak (the forward's softmax): the bool mask (1 B an element) and
     # its rows' all (1 B a row)
-    import estimator.peak.steps as steps
-    from estimator.peak.flash_cpu import SAFE_SOFTMAX
+    import estimator.peak.sim.steps as steps
+    from estimator.peak.kernels.cpu.flash import SAFE_SOFTMAX
 
     full = steps.cpu_workspace
     monkeypatch.setattr(steps, "cpu_workspace", lambda func, args, out: None if func is SAFE_SOFTMAX else full(func, args, out))

@@ -1,4 +1,4 @@
-"""The SAM family's inputs (estimator/peak/sam_inputs.py) and small configs (testkit/shrink_sam.py).
+"""The SAM family's inputs (estimator/peak/inputs/vision/sam.py) and small configs (testkit/shrink_sam.py).
 
 SAM's small config used to fail its real forward (the ViT neck's 256 output channels against a 64-wide
 prompt encoder, a prompt encoder at 1024 px against a 64 px tower); the video trackers were fed no session.
@@ -14,7 +14,7 @@ import torch
 
 
 def test_small_sam_runs_processor_inputs_for_real() -> None:
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.coverage import small_config
 
     small, _name, model, level, reason = small_config("sam")
@@ -38,7 +38,7 @@ def test_video_tracker_training_is_refused() -> None:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     from estimator.peak import simulate_peak
-    from estimator.peak.sam_video import InferenceOnlyError
+    from estimator.peak.inputs.vision.sam_video import InferenceOnlyError
     from testkit.coverage import small_config
 
     small, name, _model, _level, reason = small_config("sam2_video")

@@ -47,7 +47,7 @@ def _real_states(case: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     import transformers
     from transformers import DynamicCache
 
-    from estimator.peak.caches import cache_argument, returned_cache, state_tensors
+    from estimator.peak.sim.caches import cache_argument, returned_cache, state_tensors
 
     config = _config(case)
     torch.manual_seed(0)

@@ -17,7 +17,7 @@ TYPES = ["bros", "layoutlmv3", "vision-text-dual-encoder", "sapiens2"]
 
 @pytest.mark.parametrize("model_type", TYPES)
 def test_small_config_runs_forward_for_real(model_type: str) -> None:
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.coverage import small_config
 
     small, _name, model, level, reason = small_config(model_type)

@@ -1,4 +1,4 @@
-"""Speech inputs made without torchaudio, and text-to-speech durations (estimator.peak.audio_shapes, tts_inputs).
+"""Speech inputs made without torchaudio, and text-to-speech durations (estimator.peak.inputs.audio.shapes, tts_inputs).
 
 - Granite Speech 5 and Fun-ASR-Nano: their transformers feature extractors run with torchaudio's calls answered
   by shape-only stand-ins; the tensors they make are fed to the real (tiny, CPU) model, whose forward must take
@@ -13,15 +13,15 @@ from typing import Any
 
 import torch
 
-from estimator.peak.family import Media
+from estimator.peak.inputs.prompts.family import Media
 
 
 def _run(model_type: str, cls_name: str, config: dict[str, Any], seconds: float) -> dict[str, torch.Tensor]:
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from estimator.peak.audio import audio_inputs
-    from estimator.peak.audio_forward import feed, run_inference
+    from estimator.peak.inputs.audio.encoders import feed, run_inference
+    from estimator.peak.inputs.audio.features import audio_inputs
 
     hf_config = CONFIG_MAPPING[model_type](**config)
     made = audio_inputs(hf_config, Media(audio_seconds=seconds), batch_size=1, text_len=8)
@@ -54,7 +54,7 @@ def test_fun_asr_nano_features_fit_the_encoder() -> None:
 def test_nemotron_transcribe_pads_to_whole_encoder_frames() -> None:
     from transformers import Nemotron3_5TranscribeAudioConfig
 
-    from estimator.peak.audio import audio_inputs
+    from estimator.peak.inputs.audio.features import audio_inputs
 
     made = audio_inputs(Nemotron3_5TranscribeAudioConfig(), Media(audio_seconds=1.0), batch_size=1, text_len=8)
     assert tuple(made.tensors["input_features"].shape) == (1, 104, 128)  # 101 frames padded to a multiple of 8

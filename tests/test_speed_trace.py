@@ -244,7 +244,7 @@ def test_qlora_4bit_matmuls_count_as_the_dense_ones() -> None:
     matmuls flop_counter counts. (The backwards differ by what the recipes do differently:
     ``prepare_model_for_kbit_training`` keeps the norms in float32, so the attention takes CUDA's math path, and
     makes the embeddings' output require a gradient.)"""
-    from estimator.peak.training import Recipe
+    from estimator.peak.sim.training import Recipe
 
     kw: dict[str, Any] = {"optimizer": "adamw", "autocast_dtype": torch.bfloat16, "gradient_checkpointing": True,
                           "lora_rank": 8}

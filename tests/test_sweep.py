@@ -29,6 +29,9 @@ TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hid
 HUB_REFS = ["estimator-test/tiny-llama", "estimator-test/tiny-llama-mismatch", "estimator-test/gguf-only", "estimator-test/no-config", "nobody-here/no-such-model",
             "estimator-test/rate-limited"]
 GRID = {"modes": ["load", "inference"], "dtypes": ["float32", "bfloat16"], "seq_lens": [64], "gpus": ["L4"]}
+# device cpu: at 768 tokens this llama's peak holds the CPU flash-attention kernel's per-thread buffers
+CPU_LLAMA = {**TINY_LLAMA, "intermediate_size": 16, "vocab_size": 100, "max_position_embeddings": 4096}
+CPU_GRID = {"modes": ["inference", "training"], "dtypes": ["float32"], "seq_lens": [768], "device": "cpu"}
 VOLATILE = ("computed_at", "seconds")
 SUBSET = ["estimator-test/tiny-llama", "estimator-test/gguf-only", "estimator-test/no-config"]  # the kill and cluster runs (and the local folder)
 
@@ -46,9 +49,13 @@ def driven(hub_server: str, local_model: Path, tmp_path_factory: pytest.TempPath
     from testkit.hub_process import hub_env
 
     out = tmp_path_factory.mktemp("sweep")
+    cpu_model = out / "tiny-cpu-llama"
+    cpu_model.mkdir()
+    (cpu_model / "config.json").write_text(json.dumps(CPU_LLAMA))
     env = hub_env(hub_server, out / "hf_home")
     hub_refs = [f"{hub_server}/{r}" if r.endswith("-mismatch") else r for r in HUB_REFS]  # one as a Hub URL
-    spec = {"refs": [*hub_refs, str(local_model)], "kill_refs": [*SUBSET, str(local_model)], "grid": GRID, "out": str(out)}
+    spec = {"refs": [*hub_refs, str(local_model)], "kill_refs": [*SUBSET, str(local_model)], "grid": GRID, "out": str(out),
+            "cpu_refs": [str(cpu_model)], "cpu_grid": CPU_GRID}
     done = subprocess.run([sys.executable, "-m", "tests._drive_sweep"], input=json.dumps(spec), capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -132,6 +139,23 @@ def test_each_row_equals_the_single_answer(driven: dict[str, Any]) -> None:
             assert got["error"] is None and got["seq_len"] == (64 if scenario["mode"] == "inference" else None)
             compared += 1
     assert compared == len(driven["rows"])
+
+
+def test_cpu_target_rows_equal_the_single_answer(driven: dict[str, Any]) -> None:
+    """A CPU-target grid (``device`` cpu): each row is the single answer of the asking process (2 torch threads), not
+    of the one-thread Ray worker that computed it — the thread count is carried into the workers. The answers at one
+    thread differ, so the comparison can tell."""
+    rows = {(r["mode"], r["dtype"]): r for r in driven["cpu_rows"]}
+    assert len(rows) == len(driven["cpu_rows"]) == 2
+    differs = 0
+    for single in driven["cpu_singles"]:
+        assert single["ok"]["options"]["cpu_threads"] == 2 and single["one_thread"]["options"]["cpu_threads"] == 1
+        for row, alone in zip(single["ok"]["rows"], single["one_thread"]["rows"], strict=True):
+            got = rows[(single["scenario"]["mode"], row["dtype"])]
+            assert got["error"] is None and row["method"] == "simulated"
+            assert (got["peak_bytes"], got["method"], got["notes"]) == (row["peak_bytes"], row["method"], "; ".join(row["notes"]))
+            differs += alone["peak_bytes"] != row["peak_bytes"]
+    assert differs  # the kernels' per-thread scratch: one thread's answer is another
 
 
 def test_share_query_is_the_apps_link_for_the_row(driven: dict[str, Any]) -> None:

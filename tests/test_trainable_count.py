@@ -7,7 +7,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from estimator.peak import engine
-from estimator.peak.training import Recipe
+from estimator.peak.sim.training import Recipe
 
 
 def _llama(layers: int) -> torch.nn.Module:

@@ -1,4 +1,4 @@
-"""Optimizer state only for the parameters the backward reaches (``estimator.peak.steps.simulate_step``).
+"""Optimizer state only for the parameters the backward reaches (``estimator.peak.sim.steps.simulate_step``).
 
 A loss that leaves a trainable head unused (the Qwen2.5-VL vision tower's merger under a loss on
 ``last_hidden_state``) gives that head no gradient, and ``torch.optim.AdamW`` skips a ``grad`` of None:
@@ -14,9 +14,9 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.options import Component
-from estimator.peak.basic_inputs import module_workload
-from estimator.peak.materialize import materialize
-from estimator.peak.steps import simulate_step
+from estimator.peak.inputs.generic import module_workload
+from estimator.peak.sim.materialize import materialize
+from estimator.peak.sim.steps import simulate_step
 
 
 class UnusedHead(nn.Module):

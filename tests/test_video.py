@@ -15,7 +15,7 @@ import pytest
 
 from estimator.errors import BadOptionError, UnsupportedError
 from estimator.options import parse_options
-from estimator.peak.processors import Media, media_inputs
+from estimator.peak.inputs.prompts.processors import Media, media_inputs
 from testkit.video_cases import VIDEO_CASES
 
 

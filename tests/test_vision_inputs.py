@@ -1,4 +1,4 @@
-"""Vision models fed their image processor's inputs (estimator.peak.vision_inputs): simulated peak vs the CPU allocator.
+"""Vision models fed their image processor's inputs (estimator.peak.inputs.vision.models): simulated peak vs the CPU allocator.
 
 A DETR (128 px, ``pixel_values`` + ``pixel_mask`` from ``DetrImageProcessor``) and a vision tower asked
 alone (Idefics3's, fed its processor's tiles as one batch of ``pixel_values``) are built for real on CPU and measured with ``torch.profiler`` as tests/test_peak_accuracy.py measures
@@ -42,7 +42,7 @@ def test_detr_inputs_are_its_processors() -> None:
     """DETR's inputs are DetrImageProcessor's: pixel_values at its resolution (800 px for a square image) and pixel_mask."""
     import torch
 
-    from estimator.peak.inputs import workload_for
+    from estimator.peak.inputs.providers import workload_for
     from testkit.vision_truth import CASES as TRUTH_CASES
 
     with torch.device("meta"):

@@ -29,7 +29,7 @@ def test_batchnorm_batch_one_training_refused_in_one_line() -> None:
 
 
 def test_grounding_dino_prompt_has_the_ids_it_splits_phrases_by() -> None:
-    from estimator.peak.vision_more import _prompt
+    from estimator.peak.inputs.vision.more_models import _prompt
 
     ids = _prompt(12, 1024)[0].tolist()
     assert len(ids) == 12 and ids[0] == 101 and ids[-1] == 102 and ids[-2] == 1012  # [CLS] ... "." [SEP]

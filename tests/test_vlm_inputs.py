@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from estimator.errors import UnsupportedError
-from estimator.peak.family import Media
+from estimator.peak.inputs.prompts.family import Media
 
 
 def test_voxtral_audio_tokens_match_its_projector() -> None:
     from transformers import VoxtralConfig
 
-    from estimator.peak.speech_prompts import speech_prompt_inputs
+    from estimator.peak.inputs.audio.speech_prompts import speech_prompt_inputs
 
     config = VoxtralConfig(audio_token_id=24, audio_config={"hidden_size": 64, "intermediate_size": 256, "num_mel_bins": 128},
                            text_config={"vocab_size": 512})
@@ -28,7 +28,7 @@ def test_voxtral_audio_tokens_match_its_projector() -> None:
 def test_granite_speech_tokens_are_its_extractors_count() -> None:
     from transformers import GraniteSpeechConfig
 
-    from estimator.peak.speech_prompts import speech_prompt_inputs
+    from estimator.peak.inputs.audio.speech_prompts import speech_prompt_inputs
 
     config = GraniteSpeechConfig(text_config={"model_type": "granite", "vocab_size": 512}, audio_token_index=500)
     made = speech_prompt_inputs(config, Media(audio_seconds=10.0), batch_size=1, text_len=4)
@@ -40,7 +40,7 @@ def test_granite_speech_tokens_are_its_extractors_count() -> None:
 def test_instructblip_video_takes_one_clip_per_prompt() -> None:
     from transformers import InstructBlipVideoConfig
 
-    from estimator.peak.processors import media_inputs
+    from estimator.peak.inputs.prompts.processors import media_inputs
 
     config = InstructBlipVideoConfig(vision_config={"image_size": 32, "patch_size": 8, "hidden_size": 32, "num_hidden_layers": 1,
                                                     "num_attention_heads": 2, "intermediate_size": 64},
@@ -55,7 +55,7 @@ def test_instructblip_video_takes_one_clip_per_prompt() -> None:
 def test_pi0_is_fed_its_processors_inputs() -> None:
     from transformers import PI0Config, PI0ForConditionalGeneration
 
-    from estimator.peak.pi0_inputs import workload
+    from estimator.peak.inputs.vision.pi0 import workload
 
     config = PI0Config(vlm_config={"model_type": "paligemma", "text_config": {"model_type": "gemma", "vocab_size": 512,
                                                                               "hidden_size": 32, "num_hidden_layers": 1,

@@ -1,9 +1,9 @@
-"""bfloat16 kernel scratch on CPU (:mod:`estimator.peak.workspace`) against the CPU allocator.
+"""bfloat16 kernel scratch on CPU (:mod:`estimator.peak.kernels.cpu.workspace`) against the CPU allocator.
 
 Each case is one small module's forward, ``output.sum()`` and backward in bfloat16. Ground truth:
 ``torch.profiler``'s memory events in a fresh subprocess (after a warm-up step), the highest
 "Total Allocated" above what was live when the step began. The simulation: the engine's
-``forward_backward`` phase on fakes (:func:`~estimator.peak.steps.simulate_step`), less what was
+``forward_backward`` phase on fakes (:func:`~estimator.peak.sim.steps.simulate_step`), less what was
 live when it began (weights, inputs). Both run with this process's thread count.
 
 Where oneDNN runs bfloat16 with AVX-512 (the weight-gradient scratchpad of its convolutions and the
@@ -28,10 +28,10 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.modules.estimate import meta_copy
-from estimator.peak import workspace
-from estimator.peak.inputs import module_workload
-from estimator.peak.materialize import materialize
-from estimator.peak.steps import simulate_step
+from estimator.peak.inputs.generic import module_workload
+from estimator.peak.kernels.cpu import workspace
+from estimator.peak.sim.materialize import materialize
+from estimator.peak.sim.steps import simulate_step
 
 ROOT = Path(__file__).resolve().parents[1]
 BF16 = torch.bfloat16
@@ -147,7 +147,7 @@ def test_bf16_step_matches_the_allocator(case: str) -> None:
     truth, sim = measured(case), simulated(case)
     slack = CASES[case][2]
     if onednn_avx512_bf16() and case in MATMULS and not workspace._onednn_bf16_gemm():
-        # avx512_bf16 / AMX: oneDNN's brgemm matmul, whose buffers are not modelled (estimator/peak/workspace.py);
+        # avx512_bf16 / AMX: oneDNN's brgemm matmul, whose buffers are not modelled (estimator/peak/kernels/cpu/workspace.py);
         # the model then counts no accumulator, so it can only be low
         assert sim <= truth, (case, sim, truth)
         pytest.xfail(f"{case}: oneDNN's brgemm bfloat16 matmul here (avx512_bf16/AMX), its buffers not modelled "

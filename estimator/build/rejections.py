@@ -68,6 +68,7 @@ def check_runnable(model: Any, config: dict[str, Any], *, name: str) -> None:
     """
     from estimator.errors import MalformedConfigError
 
+    _refuse_no_attention_layer(model, config, name=name)
     for module in model.modules():
         section = getattr(module, "mrope_section", None)
         inv_freq = getattr(module, "inv_freq", None)
@@ -82,6 +83,34 @@ def check_runnable(model: Any, config: dict[str, Any], *, name: str) -> None:
         raise MalformedConfigError(
             f"The config of {name} cannot run: {where}, which adds up to {sum(section)}; the sections must add up to "
             f"head_dim / 2 = {half} (they split the rotary frequencies). Set mrope_section in rope_parameters.")
+
+
+# The fields from which a hybrid's config derives its layer_types (Jamba, Qwen3-Next and their kin), in the order named.
+_LAYOUT_FIELDS = ("layer_types", "layers_block_type", "attn_layer_period", "attn_layer_offset", "full_attention_interval")
+_RECURRENT = ("linear_attention", "mamba", "mamba2")
+
+
+def _refuse_no_attention_layer(model: Any, config: dict[str, Any], *, name: str) -> None:
+    """A hybrid whose layers are all recurrent (Mamba or linear attention), Jamba or Qwen3-Next with fewer layers than
+    its default attention period (``attn_layer_period`` 8 at offset 4; ``full_attention_interval`` 4): transformers'
+    forward and ``generate`` refuse it (its cache measures the sequence on an attention layer: "``get_seq_length`` can
+    only be called on Attention layers"), so it is refused here, in one line naming the fields."""
+    from estimator.errors import MalformedConfigError
+
+    text = model.config.get_text_config() if hasattr(getattr(model, "config", None), "get_text_config") else getattr(model, "config", None)
+    types = getattr(text, "layer_types", None)
+    if not isinstance(types, (list, tuple)) or not types or not all(t in _RECURRENT for t in types):
+        return
+    stated = {key: section[key] for _, section in _sections(config) for key in _LAYOUT_FIELDS if key in section}
+    fields = [f"{key} {stated[key]!r}" if key in stated else f"{key} {getattr(text, key)!r} (the default)"
+              for key in _LAYOUT_FIELDS if key in stated or (key != "layer_types" and isinstance(getattr(text, key, None), int))]
+    if not fields and "full_attention_interval" not in stated:  # Qwen3-Next reads it once, in __init__, and keeps only layer_types
+        fields = ["full_attention_interval 4 (the default)"]
+    kinds = sorted({"Mamba" if t.startswith("mamba") else "linear-attention" for t in getattr(text, "layers_block_type", None) or types})
+    raise MalformedConfigError(
+        f"The config of {name} cannot run: all {len(types)} of its layers are {' or '.join(kinds)} layers ({', '.join(fields)}, "
+        f"num_hidden_layers {len(types)}), and transformers' forward and generate need at least one attention layer; "
+        "add layers or set these fields so that one is attention.")
 
 
 def missing_field(exc: BaseException, model: Any, step: str) -> str | None:

@@ -6,8 +6,8 @@ them in ``forward`` (``int`` of a tensor). Built on the meta device, those buffe
 fake forward cannot answer the padding. Under :class:`ScalarsOnCpu` a ``torch.tensor`` call that makes a
 0-d integer tensor makes it on the CPU (a 0-d CPU tensor mixes with tensors of any device, as PyTorch
 allows), so the built model holds the real values; :func:`scalar_buffers` lists them, and
-:mod:`estimator.peak.other_inputs` makes them known values of the fake forward
-(:mod:`estimator.peak.known_values`). They are a few bytes, counted as buffers as before.
+:mod:`estimator.peak.inputs.other.workloads` makes them known values of the fake forward
+(:mod:`estimator.peak.fakes.known_values`). They are a few bytes, counted as buffers as before.
 """
 
 from __future__ import annotations

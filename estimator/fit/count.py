@@ -1,7 +1,7 @@
 """How many GPUs of one kind a use needs: the fewest that fit, and the figure per GPU at that count.
 
 Pure: :func:`fewest_gpus` asks a ``trial`` function for the figure per GPU at a count of GPUs
-(one per-GPU estimate: the parallel simulation of ``estimator.parallel`` for training under a
+(one per-GPU estimate: the parallel simulation of ``estimator.peak.parallel`` for training under a
 strategy or inference under tensor parallelism, vLLM's per-rank plan of ``estimator.serving`` for
 serving; :mod:`estimator.gpu_count` builds it over :func:`estimator.estimate`) and returns the first
 count of :func:`counts` whose figure fits, with every count it tried.

@@ -2,7 +2,7 @@
 
 Keys (the contract's): ``allocator_rounding`` and ``reserved_extra`` come from the simulation —
 PyTorch's caching allocator replayed over the simulated allocations
-(:mod:`estimator.peak.cuda_allocator`); ``cuda_context`` and ``cublas_workspace`` are added here
+(:mod:`estimator.peak.kernels.cuda.allocator`); ``cuda_context`` and ``cublas_workspace`` are added here
 for the GPU asked about. None of it is inside ``peak_bytes``; all of it comes out of the GPU's
 ``total_bytes``.
 

@@ -7,6 +7,18 @@ the values known so far predicts where ``needed(x)`` crosses the capacity, the p
 the next value up are simulated, and the bracket ``[largest that fits, smallest that does not]``
 shrinks (to a bisection step where a prediction falls outside it) until the two are neighbours.
 Every answer is verified: ``needed(value) <= capacity < needed(value + 1)``, both simulated.
+
+A caller that knows the peak's shape passes a ``guess`` (:mod:`estimator.fit.plan`: a line through
+the one simulated point, its slope from what grows with the knob at that point's peak): the guess
+(when the guess fits) its neighbour above are simulated first — one on each side of the boundary
+when the guess is right, so the answer costs two simulations — and the search above goes on from
+them when it is not. Each prediction inside the bracket is simulated with its neighbour on the other
+side too, so a prediction one off closes the bracket instead of leaving it one wide.
+Where ``needed`` is non-decreasing the verified pair is the one boundary there is, whatever the
+guess. The allocator's segments can break that by a few MiB (a larger value fitting again), and then
+two searches may stop at different verified boundaries: ``tests/test_fit.py`` checks the answers
+against an exhaustive scan (every value up to the first that does not fit), and
+``bench/fit_speed.py --unguided`` that the guided and unguided searches agree on 8B models.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ class Boundary:
 def largest_fitting(
     needed: Callable[[int], int | tuple[int, int]], capacity: int, *, limit: int,
     known: Mapping[int, int | tuple[int, int]] | None = None, minimum: int = 1, max_evaluations: int = 40,
+    guess: int | None = None,
 ) -> Boundary:
     """The largest ``x`` in ``[minimum, limit]`` with ``needed(x) <= capacity``.
 
@@ -45,7 +58,8 @@ def largest_fitting(
     part that is polynomial in ``x`` (the peak of live bytes, without the allocator's segment
     steps): predictions then fit ``smooth`` and aim at the capacity less the largest difference
     seen, so an affine or quadratic peak is predicted in one step. ``known`` holds values already
-    computed. Raises ``RuntimeError`` if the bracket does not close within ``max_evaluations``.
+    computed; ``guess``, where the boundary is expected (the guess and its neighbour on the other side
+    are simulated first). Raises ``RuntimeError`` if the bracket does not close within ``max_evaluations``.
     """
     seen: dict[int, int] = {}
     smooth: dict[int, int] = {}
@@ -70,6 +84,26 @@ def largest_fitting(
         return Boundary(None, limit, None, seen[minimum], evaluations)
     lo = max([minimum, *fitting]) if fitting else minimum  # lo fits; hi (when known) does not
     hi = min((x for x, v in seen.items() if v > capacity), default=None)
+
+    def bracket(x: int, below: bool = True) -> None:
+        """Simulate ``x`` and its neighbour on the other side of the boundary (below a miss only if ``below``):
+        a prediction one off closes the bracket."""
+        nonlocal lo, hi
+        fits = at(x) <= capacity
+        if fits:
+            lo = x
+        else:
+            hi = x
+        other = x + 1 if fits else x - 1
+        if (fits or below) and lo < other < (limit + 1 if hi is None else hi):
+            if at(other) <= capacity:
+                lo = other
+            else:
+                hi = other
+
+    if guess is not None and lo < limit and (hi is None or hi > lo + 1):
+        # a guess that does not fit: the line through it and lo predicts better than its neighbour would
+        bracket(min(max(guess, lo + 1), limit if hi is None else hi - 1), below=False)
     if hi is None and len(seen) < 2 and lo < limit:
         x = min(limit, 2 * lo)
         if at(x) <= capacity:
@@ -95,9 +129,11 @@ def largest_fitting(
         elif guess is None or stalls >= 2:
             x = (lo + hi) // 2
         else:
-            x = min(max(guess, lo + 1), hi - 1)  # a prediction at or past an end: the neighbour of that end
             if stalls:  # the last step did not halve the bracket: bisect once
                 x = (lo + hi) // 2
+            else:  # a prediction (at or past an end: the neighbour of that end), with its neighbour on the other side
+                bracket(min(max(guess, lo + 1), hi - 1))
+                continue
         if at(x) <= capacity:
             lo = x
         else:

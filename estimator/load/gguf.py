@@ -52,7 +52,7 @@ def model_files(files: tuple[str, ...]) -> list[str]:
 
 
 def is_gguf_only(files: tuple[str, ...]) -> bool:
-    """True when the repo has GGUF files and no config.json to build a model from."""
+    """True when the repo has GGUF files and no config.json to build a model from (``estimator.api._gguf_only`` too)."""
     return bool(gguf_files(files)) and "config.json" not in files
 
 

@@ -11,6 +11,7 @@ from estimator.options import DType, Library
 from estimator.result import Method, Row
 from estimator.source import hub
 from estimator.source.stored import (
+    FLOATING,
     StoredTensor,
     is_prequantized,
     local_checkpoint,
@@ -93,6 +94,8 @@ def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None
             training_adam_bytes=training_adam_bytes(weights, mixed_precision=dtype.is_16bit),
             method="exact",
             notes=notes + ((fused_note,) if fused_note else ()),
+            # accelerate's basis: the same model in float32 (its 16-bit parameters at 4 bytes)
+            float32_bytes=weights.total_bytes + fused * (2 if dtype.is_16bit else 1) + 2 * weights.low_precision_parameters,
         ))
     return tuple(rows)
 
@@ -189,7 +192,7 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
         return None
     if not any(name.endswith(".safetensors") for name in resolved.files):
         return None
-    metadata = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout)
+    metadata = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout, files=resolved.files)
     if metadata is None:
         return None
     tensors = tensors_from_metadata(metadata)
@@ -217,8 +220,11 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
         training: int | None
+        held = None
         if stored.quantized:
             training = None
+            kinds = sorted({t.dtype for t in tensors if t.dtype not in FLOATING and t.dtype not in ("I64", "BOOL")})
+            held = f"{quant_method or 'quantized'} as stored: {', '.join(kinds)}"
             row_notes.append(f"pre-quantized checkpoint ({quant_method or 'integer or float8 tensors'}): quantized tensors counted as stored; not trainable as is")
         else:
             per_param = ADAM_BYTES_MIXED if dtype.is_16bit else ADAM_BYTES_FP32
@@ -230,6 +236,8 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
             training_adam_bytes=training,
             method="stored",
             notes=tuple(row_notes),
+            float32_bytes=stored_bytes(tensors, DType.FLOAT32).total_bytes,
+            weights_held=held,
         ))
     return tuple(rows)
 

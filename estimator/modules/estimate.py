@@ -5,9 +5,9 @@ A thin front over the project's one simulation engine,
 models). The module is never run for real and never copied with its data: its parameters and
 buffers are mapped to meta tensors (a structural ``deepcopy`` whose memo maps every tensor to a
 meta one, so the caller's module is untouched and tied weights stay tied), the copy is
-materialised as fake tensors by :func:`~estimator.peak.materialize.materialize`, and the engine
+materialised as fake tensors by :func:`~estimator.peak.sim.materialize.materialize`, and the engine
 runs one step on a workload of positional inputs of the given sizes
-(:func:`~estimator.peak.inputs.module_workload`):
+(:func:`~estimator.peak.inputs.providers.module_workload`):
 
 - ``mode="training"``: two steps of forward, ``loss_fn(output)`` (default: the sum of the first
   output), backward, ``optimizer.step()`` and ``zero_grad(set_to_none=True)``; the peak is taken
@@ -25,9 +25,9 @@ So a module too large for this machine costs nothing to estimate: build it under
 
 ``device="cpu"`` adds the buffers the CPU kernels allocate internally (oneDNN's blocked copies of
 convolution operands, BLAS copies of strided matrix operands), from the engine's one model,
-:mod:`estimator.peak.workspace`. ``device="cuda"`` runs the same fakes with CUDA's optimizer
+:mod:`estimator.peak.kernels.cpu.workspace`. ``device="cuda"`` runs the same fakes with CUDA's optimizer
 defaults (``foreach``) and the engine's model of CUDA's attention kernels
-(:mod:`estimator.peak.cuda_sdpa`); cuDNN workspaces and the CUDA caching allocator's rounding
+(:mod:`estimator.peak.kernels.cuda.sdpa`); cuDNN workspaces and the CUDA caching allocator's rounding
 are not modelled (a note says so).
 """
 
@@ -49,9 +49,9 @@ from estimator.build.weights import measure, training_adam_bytes
 from estimator.errors import BadOptionError, InputError, UnsupportedError
 from estimator.options import Device, DType, Mode, Optimizer, parse_dtypes
 from estimator.peak.engine import outputs_kept_note, simulate_step
-from estimator.peak.inputs import module_workload
-from estimator.peak.materialize import materialize
-from estimator.peak.steps import OPTIMIZERS, StepPeak
+from estimator.peak.inputs.generic import module_workload
+from estimator.peak.sim.materialize import materialize
+from estimator.peak.sim.steps import OPTIMIZERS, StepPeak
 from estimator.result import Estimate, Row
 
 __all__ = ["estimate_module", "first_tensor", "parse_input_sizes"]
@@ -129,7 +129,7 @@ def simulate_module(
 ) -> StepPeak:
     """One step of ``model`` (built on meta, consumed) on inputs of ``sizes``, by the one engine
     (:func:`~estimator.peak.engine.simulate_step`): the peak of each phase, and the peak had the
-    outputs stayed alive (:attr:`~estimator.peak.steps.StepPeak.outputs_kept`, training)."""
+    outputs stayed alive (:attr:`~estimator.peak.sim.steps.StepPeak.outputs_kept`, training)."""
     if optimizer.value not in OPTIMIZERS:
         raise UnsupportedError(f"optimizer {optimizer.value} is not simulated for modules; use one of {', '.join(OPTIMIZERS)}.")
     fake_mode = FakeTensorMode(static_shapes=True)

@@ -32,7 +32,7 @@ from torch.utils._pytree import tree_leaves
 from estimator.errors import BadOptionError, InputError
 from estimator.modules.estimate import InputSize, estimate_module, meta_copy, parse_input_sizes
 from estimator.options import DType
-from estimator.peak.inputs import make_input
+from estimator.peak.inputs.generic import make_input
 from estimator.result import Estimate
 from estimator.units import format_bytes
 
@@ -108,7 +108,7 @@ def trace_calls(
     """One training-mode forward of a fake copy; returns the calls, input, param and buffer bytes."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from estimator.peak.materialize import materialize
+    from estimator.peak.sim.materialize import materialize
 
     model = meta_copy(module).to(dtype)
     fake_mode = FakeTensorMode(static_shapes=True)

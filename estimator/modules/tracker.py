@@ -13,7 +13,7 @@ Where the numbers come from:
   of which no scan of Python objects can see (tensors made inside C++ ops, such as
   ``max_pool2d``'s indices).
 - **CPU**: PyTorch keeps no allocator statistics on CPU, so the tracker does its own accounting:
-  a dispatch mode (the peak simulator's :class:`~estimator.peak.tracker.StorageTracker`) sees
+  a dispatch mode (the peak simulator's :class:`~estimator.peak.sim.tracker.StorageTracker`) sees
   every aten op's outputs while the tracker is active and follows each storage until it is freed,
   so tensors autograd saves are counted too. Tensors it did not see being made (created before
   the tracker, or without an aten op) are added when a ``track()`` first finds them. The records
@@ -119,7 +119,7 @@ class MemTracker:
                 f.write(f"{self.device.type.upper()} Memory Track | {self.started:%d-%b-%y-%H:%M:%S}\n\n")
         self._accounting: Any = None
         if self.device.type == "cpu":
-            from estimator.peak.tracker import StorageTracker
+            from estimator.peak.sim.tracker import StorageTracker
 
             self._accounting = StorageTracker()
             self._accounting.__enter__()

@@ -35,6 +35,7 @@ from estimator.options.vocab import (
     BNB_COMPUTE_DTYPES,
     CACHE_TYPES,
     DEFAULT_DTYPES,
+    DTYPE_ALIASES,
     AttnImplementation,
     Component,
     Device,
@@ -58,7 +59,7 @@ from estimator.options.vocab import (
 )
 
 __all__ = [
-    "AttnImplementation", "BNB_COMPUTE_DTYPES", "CACHE_TYPES", "DEFAULT_DTYPES", "DEFAULT_SEQ_LEN", "Component", "DType", "Device", "FlashAttn", "GGUFSpec",
+    "AttnImplementation", "BNB_COMPUTE_DTYPES", "CACHE_TYPES", "DEFAULT_DTYPES", "DEFAULT_SEQ_LEN", "DTYPE_ALIASES", "Component", "DType", "Device", "FlashAttn", "GGUFSpec",
     "HardwareSpec", "InputShape", "KVCacheDType", "Library", "LoadSpec", "Mode", "Offload", "Optimizer", "Options", "OutputFormat",
     "ParallelSpec", "ServingQuantization", "ServingSpec", "Strategy", "TrainingSpec", "VLLMVersion", "WorkSpec", "check_supported", "parse_bnb_compute_dtype",
     "parse_cache_type", "parse_dtypes", "parse_fraction", "parse_options", "positive_int", "seconds",

@@ -76,7 +76,7 @@ def parse_options(
     max_num_batched_tokens: object = None, kv_cache_dtype: object = "auto", block_size: object = 16,
     tensor_parallel_size: object = 1, pipeline_parallel_size: object = 1, quantization: object = None,
     vllm_version: object = None, gpus: object = 1,
-    nodes: object = 1, strategy: object = None, offload: object = "none", attn_implementation: object = None,
+    nodes: object = 1, strategy: object = None, offload: object = "none", attn_implementation: object = None, cpu_threads: object = None,
 ) -> Options:
     """The keywords of :func:`estimator.estimate`, parsed into :class:`Options` and checked once."""
     options = Options(
@@ -121,7 +121,8 @@ def parse_options(
         hardware=HardwareSpec(device=Device.parse(device, option="device"), gpu=str(gpu).strip() or None if gpu else None,
                               gpu_memory=str(gpu_memory).strip() or None if gpu_memory else None,
                               attn_implementation=None if attn_implementation in (None, "", "auto") else
-                              AttnImplementation.parse(attn_implementation, option="attn_implementation")),
+                              AttnImplementation.parse(attn_implementation, option="attn_implementation"),
+                              cpu_threads=_cpu_threads(cpu_threads, device)),
         gguf=GGUFSpec(
             ctx=None if ctx is None else positive_int(ctx, option="ctx", maximum=1 << 24),
             cache_type=parse_cache_type("f16" if cache_type is None else cache_type),
@@ -139,6 +140,21 @@ def parse_options(
     )
     check_supported(options)
     return options
+
+
+def _cpu_threads(value: object, device: object) -> int | None:
+    """``cpu_threads`` for ``device`` cpu: as given, else this process's ``torch.get_num_threads()`` (the
+    asking machine's; a sweep's workers get the asker's count); ``None`` for cuda, which refuses it."""
+    if Device.parse(device, option="device") is not Device.CPU:
+        if value not in (None, ""):
+            raise BadOptionError([Option("cpu_threads"), " sizes the CPU kernels' per-thread scratch of ", Option("device"),
+                                  " cpu; drop it, or simulate the CPU run with ", Option("device"), " cpu."], option="cpu_threads")
+        return None
+    if value in (None, ""):
+        import torch
+
+        return torch.get_num_threads()
+    return positive_int(value, option="cpu_threads", maximum=1 << 12)
 
 
 def _gpu_layers(value: object) -> int:
@@ -195,7 +211,7 @@ def _check_attention(options: Options) -> None:
     if kernel is AttnImplementation.FLASH_ATTENTION_2 and options.hardware.device is Device.CPU:
         raise BadOptionError([Option("attn_implementation"), " flash_attention_2 runs on CUDA GPUs only; use ", Option("device"),
                               " cuda, or sdpa or eager on the CPU."], option="attn_implementation")
-    # flash_attention_2: a float32 row gets no peak and says why (estimator.peak.attention.row_refusal)
+    # flash_attention_2: a float32 row gets no peak and says why (estimator.peak.kernels.attention.row_refusal)
     if options.parallel.strategy is not None:
         raise UnsupportedError([Option("attn_implementation"), " is not simulated with ", Option("strategy"),
                                 " yet; drop one of them."])

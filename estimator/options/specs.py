@@ -102,6 +102,9 @@ class HardwareSpec:
     gpu: str | None = None  # a GPU name (checked against the list by estimator.fit.gpus.find_gpu)
     gpu_memory: str | None = None  # or a capacity given by hand, "24GiB" (estimator.fit.gpus.parse_memory)
     attn_implementation: AttnImplementation | None = None  # the attention kernel; None: transformers' default for the model
+    # device cpu: the threads of the run simulated (the kernels' per-thread scratch); parse_options sets the
+    # asking process's torch.get_num_threads() when not given, so a sweep's one-thread workers answer as it does
+    cpu_threads: int | None = None
 
     @property
     def fits_a_gpu(self) -> bool:
@@ -191,6 +194,8 @@ class Options:
                           quantization=serving.quantization.value, vllm_version=serving.vllm_version.value)
         elif work.mode is not Mode.LOAD:
             shaped.update(batch_size=shape.batch_size, seq_len=shape.text_len, image_size=shape.image_size, device=self.hardware.device.value)
+            if self.hardware.cpu_threads is not None:
+                shaped["cpu_threads"] = self.hardware.cpu_threads
             if shape.images is not None:
                 shaped["images"] = shape.images
             if shape.video_frames:

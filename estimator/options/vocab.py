@@ -44,6 +44,17 @@ class DType(_Choice):
     INT8 = "int8"
     INT4 = "int4"
 
+    @classmethod
+    def parse(cls, value: object, *, option: str) -> DType:
+        """As :meth:`_Choice.parse`, also reading the short names people type (:data:`DTYPE_ALIASES`:
+        ``bf16``, ``fp16``, ``fp32``, ``fp8``, ``nf4``/``4bit``, ``8bit``...)."""
+        if isinstance(value, str):
+            value = DTYPE_ALIASES.get(value.strip().lower().replace("_", "-"), value)
+        try:
+            return super().parse(value, option=option)
+        except BadOptionError as exc:
+            raise BadOptionError([*exc.parts, " Short names work too: bf16, fp16, fp32, fp8, 8bit, 4bit (nf4)."], option=option) from None
+
     @property
     def is_16bit(self) -> bool:
         return self in (DType.FLOAT16, DType.BFLOAT16)
@@ -51,6 +62,19 @@ class DType(_Choice):
     @property
     def is_quantized(self) -> bool:
         return self in (DType.FLOAT8, DType.INT8, DType.INT4)
+
+
+DTYPE_ALIASES: dict[str, str] = {
+    # short names of the float dtypes (torch's, numpy's and the usual shorthands)
+    "fp32": "float32", "f32": "float32", "float": "float32",
+    "fp16": "float16", "f16": "float16", "half": "float16",
+    "bf16": "bfloat16",
+    "fp8": "float8", "f8": "float8",
+    # bitsandbytes' loads by the names its options use: load_in_8bit (LLM.int8()), load_in_4bit (nf4 or fp4)
+    "8bit": "int8", "8-bit": "int8", "llm.int8": "int8",
+    "4bit": "int4", "4-bit": "int4", "nf4": "int4", "fp4": "int4",
+}
+"""What each alias of :meth:`DType.parse` reads as (case and ``_``/``-`` ignored); the rows keep the canonical name."""
 
 
 class Mode(_Choice):
@@ -171,7 +195,8 @@ def parse_dtypes(values: str | Iterable[str | DType] | None) -> tuple[DType, ...
             if dtype not in parsed:
                 parsed.append(dtype)
     if not parsed:
-        raise BadOptionError([Option("dtypes"), " needs at least one of float32, float16, bfloat16, float8, int8, int4."])
+        raise BadOptionError([Option("dtypes"), " needs at least one of float32, float16, bfloat16, float8, int8, int4 "
+                              "(or bf16, fp16, fp32, fp8, 8bit, 4bit/nf4)."])
     return tuple(parsed)
 
 
@@ -202,7 +227,7 @@ def seconds(value: object, *, option: str, maximum: float = 3600.0) -> float:
 
 
 class AttnImplementation(_Choice):
-    """transformers' ``attn_implementation``: the attention kernel a simulated step runs (estimator.peak.attention)."""
+    """transformers' ``attn_implementation``: the attention kernel a simulated step runs (estimator.peak.kernels.attention)."""
 
     EAGER = "eager"
     SDPA = "sdpa"

@@ -6,7 +6,7 @@ engine both it and :func:`estimator.modules.estimate.estimate_module` run, :func
 
 from __future__ import annotations
 
-from estimator.peak.components import Component
+from estimator.options import Component
 from estimator.peak.engine import PeakResult, simulate_peak, simulate_step
 
 __all__ = ["Component", "PeakResult", "simulate_peak", "simulate_step"]

@@ -1,14 +1,14 @@
 """The public entry of the peak-memory simulator for Hub models: ``simulate_peak``.
 
-The simulation itself is the project's one engine, :func:`~estimator.peak.steps.simulate_step`
+The simulation itself is the project's one engine, :func:`~estimator.peak.sim.steps.simulate_step`
 (re-exported here), which :func:`~estimator.modules.estimate.estimate_module` calls too. This
 module adds what is particular to Hub models: the workload a real run of the model's kind would
-do (:func:`~estimator.peak.inputs.workload_for`), layer extrapolation for decoders with many
-alike layers (:mod:`estimator.peak.layers`), and the formula fallback where the model's code
+do (:func:`~estimator.peak.inputs.providers.workload_for`), layer extrapolation for decoders with many
+alike layers (:mod:`estimator.peak.sim.layers`), and the formula fallback where the model's code
 cannot run on fake tensors.
 
 The model's own forward (and, for training, backward and ``torch.optim.AdamW`` step) runs on fake
-tensors under :class:`~estimator.peak.tracker.StorageTracker`; the result is the peak of live
+tensors under :class:`~estimator.peak.sim.tracker.StorageTracker`; the result is the peak of live
 tensor bytes — what ``torch.cuda.max_memory_allocated()`` (or the CPU allocator's high-water mark)
 would report, without allocator rounding or the runtime's own memory — and what held it.
 
@@ -26,34 +26,39 @@ Work simulated:
 
 ``device="cpu"`` reproduces a CPU run exactly as PyTorch would do it (its SDPA kernel choice, the
 for-loop AdamW that CPU tensors default to, the oneDNN and BLAS buffers of
-:mod:`estimator.peak.workspace`). ``device="cuda"`` runs on the same CPU fakes but reproduces
+:mod:`estimator.peak.kernels.cpu.workspace`). ``device="cuda"`` runs on the same CPU fakes but reproduces
 CUDA's choices: ``foreach`` AdamW, and SDPA modelled as the flash / memory-efficient kernels (see
-:mod:`estimator.peak.cuda_sdpa`).
+:mod:`estimator.peak.kernels.cuda.sdpa`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from estimator.peak import routing
-from estimator.peak.components import Component
-from estimator.peak.formula import formula_components
-from estimator.peak.inputs import Workload, workload_for
-from estimator.peak.layers import extrapolated
-from estimator.peak.materialize import materialize
-from estimator.peak.processors import Media
-from estimator.peak.steps import AFTER, StepPeak, simulate_step
-from estimator.peak.tracker import PeakSnapshot, StorageTracker
-from estimator.peak.training import LoraTargetsError, Recipe, prepare
+from estimator.build.rejections import missing_field
+from estimator.errors import MalformedConfigError
+from estimator.options import Component
+from estimator.peak.inputs import routing
+from estimator.peak.inputs.prompts.processors import Media
+from estimator.peak.inputs.providers import workload_for
+from estimator.peak.inputs.registry import Modality, media_makers
+from estimator.peak.sim.batchnorm import batch_one_refusal
+from estimator.peak.sim.formula import formula_components
+from estimator.peak.sim.layers import extrapolated
+from estimator.peak.sim.materialize import materialize
+from estimator.peak.sim.steps import AFTER, StepPeak, simulate_step
+from estimator.peak.sim.tracker import PeakSnapshot, StorageTracker
+from estimator.peak.sim.training import LoraTargetsError, Recipe, prepare
+from estimator.peak.workload import StepRefusedError, Workload
 
 __all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
 
@@ -71,7 +76,7 @@ Observe = Callable[[nn.Module], Callable[[StorageTracker], contextlib.AbstractCo
 class PeakResult:
     """Peak of live tensor bytes and what held it at that instant.
 
-    ``components`` uses the keys of :class:`~estimator.peak.components.Component` (only those
+    ``components`` uses the keys of :class:`~estimator.options.Component` (only those
     that are non-zero) and always sums exactly to ``peak_bytes``.
     """
 
@@ -82,7 +87,7 @@ class PeakResult:
     # training: the peak of a hand-written loop that keeps the model's outputs alive through
     # backward() and the optimizer step (the simulated loop, Trainer's, keeps only the loss)
     outputs_kept_bytes: int | None = None
-    # device="cuda": what PyTorch's caching allocator adds on top (estimator.peak.cuda_allocator):
+    # device="cuda": what PyTorch's caching allocator adds on top (estimator.peak.kernels.cuda.allocator):
     # allocator_rounding (allocated peak after rounding - peak_bytes) and reserved_extra (reserved
     # peak - allocated peak); never inside peak_bytes
     allocator_overhead: dict[str, int] | None = None
@@ -108,7 +113,6 @@ def simulate_peak(
     recipe: Recipe | None = None,
     media: Media | None = None,
     observe: Observe | None = None,
-    _media_run: bool = False,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -118,36 +122,41 @@ def simulate_peak(
     consumed: its tensors are replaced by fake tensors. ``seq_len`` is used by text models,
     ``image_size`` (default: from the config / pretrained config) by vision models. Where the
     model's code cannot run on fake tensors the result falls back to
-    :func:`~estimator.peak.formula.formula_components` with ``method="formula"`` and a note.
+    :func:`~estimator.peak.sim.formula.formula_components` with ``method="formula"`` and a note.
     With ``extrapolate_layers`` (default), a decoder with many alike layers is simulated with 2,
-    3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.layers`);
+    3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.sim.layers`);
     otherwise the full model is simulated. Only a full simulation gives ``allocator_overhead``
     (the caching allocator's figures are not linear in the layers: segment packing makes them
     jump, and a line through 2, 3 and 4 layers was off by up to 5x on Llama-3.1-8B); the fit
     stage asks for one. ``recipe`` (training only) says how the step is run
-    (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.training`);
+    (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.sim.training`);
     by default a full float32-style step with AdamW in the model's dtype. ``media`` (vision-language
     and speech models): the images or audio in each prompt, made by the model's own processor
-    (:mod:`estimator.peak.processors`); ``seq_len`` is then the text tokens beside them. Where the step
+    (:mod:`estimator.peak.inputs.prompts.processors`); ``seq_len`` is then the text tokens beside them. Where the step
     with them cannot be simulated, the text-only step is, with a note (never a formula in its place).
     ``observe(model)``, when given, is called with each model simulated (a layer sample, or the whole model)
-    and returns the ``on_tracker`` hook of its step (:func:`~estimator.peak.steps.simulate_step`): the per-op
+    and returns the ``on_tracker`` hook of its step (:func:`~estimator.peak.sim.steps.simulate_step`): the per-op
     cost counter of :mod:`estimator.speed.trace` follows the same pass so.
     """
-    if media is not None and not _media_run:
-        import copy
+    kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+                                  max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe,
+                                  observe=observe)
+    if media is None:
+        return _simulate(model, **kwargs, media=None)
+    spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
+    result = _simulate(model, **kwargs, media=media)
+    if result.method == "simulated":
+        return result
+    text = _simulate(spare, **kwargs, media=None)
+    failed = next((n for n in result.notes if n.startswith("simulation failed")), "simulation failed").split("; formula used")[0]
+    return replace(text, notes=(f"images or audio not simulated ({failed}); the step was simulated with text inputs only",
+                                *text.notes))
 
-        spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
-        kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-                                      max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe,
-                                      observe=observe)
-        result = simulate_peak(model, **kwargs, media=media, _media_run=True)
-        if result.method == "simulated":
-            return result
-        text = simulate_peak(spare, **kwargs)
-        failed = next((n for n in result.notes if n.startswith("simulation failed")), "simulation failed").split("; formula used")[0]
-        return replace(text, notes=(f"images or audio not simulated ({failed}); the step was simulated with text inputs only",
-                                    *text.notes))
+
+def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, seq_len: int, image_size: int | None,
+              max_new_tokens: int, extrapolate_layers: bool, recipe: Recipe | None, media: Media | None,
+              observe: Observe | None = None) -> PeakResult:
+    """:func:`simulate_peak` with or without ``media``, no fallback between them."""
     recipe = recipe or Recipe()
     counted = (_trainable_note(model, recipe),) if mode == "training" else ()
     if mode not in ("inference", "training"):
@@ -156,8 +165,8 @@ def simulate_peak(
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
-    found = extrapolated(model, lambda m: _run(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
-                                                 observe)) \
+    found = extrapolated(model, lambda m: run_simulation(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
+                                                           observe)) \
         if extrapolate_layers else None
     if found is not None:
         phases, notes, note = found
@@ -166,8 +175,8 @@ def simulate_peak(
                      "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
         return _result(phases, (*notes, *counted, note))
     try:
-        phases, notes, overhead = _run(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
-                                       observe)
+        phases, notes, overhead = run_simulation(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
+                                                  observe)
         return _result(phases, (*notes, *counted), overhead)
     except LoraTargetsError:
         raise
@@ -186,10 +195,6 @@ def simulate_peak(
 def _refuse_config(exc: Exception, model: nn.Module, mode: Mode) -> None:
     """A step that failed on the config, not on fake tensors (a field the modeling code reads is
     missing) is refused with that field named, as the real run would fail."""
-    from estimator.build.rejections import missing_field
-    from estimator.errors import MalformedConfigError
-    from estimator.peak.batchnorm import batch_one_refusal
-    from estimator.peak.sam_video import StepRefusedError
 
     line = missing_field(exc, model, "training step" if mode == "training" else "forward")
     if line is not None:
@@ -207,7 +212,6 @@ _LORA_COUNTS: dict[tuple[str, str, int, tuple[str, ...] | None], int] = {}  # th
 def _trainable_note(model: nn.Module, recipe: Recipe) -> str:
     """How many parameters the step trains, counted on the whole model (LoRA: peft's adapters on a
     copy, once per model config, rank and targets)."""
-    import copy
 
     if recipe.lora_rank is None:
         count = sum({id(p): p.numel() for p in model.parameters() if p.requires_grad}.values())
@@ -272,32 +276,30 @@ def _decode_cache_note(phases: Phases, name: str) -> str:
     return note
 
 
-def _run(
+def run_simulation(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int, recipe: Recipe, media: Media | None = None,
     observe: Observe | None = None,
 ) -> tuple[Phases, tuple[str, ...], dict[str, int] | None]:
-    """One full simulation by the engine (:func:`~estimator.peak.steps.simulate_step`): the peak
+    """One full simulation by the engine (:func:`~estimator.peak.sim.steps.simulate_step`): the peak
     of each phase of the step, notes and the CUDA allocator's overheads (``None`` on cpu); raises
     where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
-        workload, unfed = _workload(model, media, batch_size, seq_len, image_size)
+        workload, unfed = pick_workload(model, media, batch_size, seq_len, image_size)
         notes: tuple[str, ...] = ()
-        qlora = mode == "training" and recipe.kbit  # QLoRA: the base is a bitsandbytes int4 model (estimator.peak.qlora)
-        if qlora:
-            from estimator.peak.qlora import quantize_on_meta
+        if recipe.kbit:  # a bitsandbytes int8 / int4 model (estimator.peak.sim.quantized; QLoRA: estimator.peak.sim.qlora)
+            from estimator.peak.sim.quantized import quantize_for
 
-            compute = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.bfloat16)
-            model = quantize_on_meta(model, compute_dtype=compute)
+            model = quantize_for(model, recipe.kbit_bits, mode)
         if mode == "training":
             model = prepare(model, recipe)
             notes = (f"training recipe: {recipe.describe()}",)
         materialize(model, fake_mode)
-        if qlora:
-            from estimator.peak.qlora import pack_weights
+        if recipe.kbit:
+            from estimator.peak.sim.quantized import pack_for
 
-            pack_weights(model, fake_mode, device=device)
+            notes += pack_for(model, fake_mode, recipe.kbit_bits, mode, device)
         # A vision-language model leaves some vision parameters without gradients (LLaVA's last vision layer,
         # under vision_feature_layer=-2): its first step is run in full, so that the optimizer keeps no state for them.
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,
@@ -307,23 +309,18 @@ def _run(
         return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), _allocator_overhead(step)
     finally:
         FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
-        _collect()
+        collect_garbage()
 
 
-def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: int,
+def pick_workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: int,
               image_size: int | None) -> tuple[Workload, tuple[str, ...]]:
     """The media workload where ``media`` is given and the model's processor can make its inputs; else
     the text (or vision) workload, with a note saying why the images or audio were left out."""
     if media is not None:
-        from estimator.peak.audio import audio_inputs, audio_workload
-        from estimator.peak.media import media_workload
-        from estimator.peak.processors import media_inputs
-
         speech = media.images == 0 and not media.video_frames  # speech models: no images or video, audio
-        made = audio_inputs if speech else media_inputs
-        run = audio_workload if speech else media_workload  # speech encoders: one forward
+        made, run = media_makers(Modality.AUDIO if speech else Modality.IMAGES)  # speech encoders: one forward
         try:
-            # the known constants (and routing assumption) the text workload gets (estimator.peak.routing): GLM-5-Next's
+            # the known constants (and routing assumption) the text workload gets (estimator.peak.inputs.routing): GLM-5-Next's
             # indexer splits the attention mask back out of its packed keys to build its pools
             return routing.assumed(model, run(model, made(model.config, media, batch_size=batch_size, text_len=seq_len))), ()
         except Exception as exc:  # the processor could not be built or run from this config
@@ -337,7 +334,7 @@ def _workload(model: nn.Module, media: Media | None, batch_size: int, seq_len: i
 _frozen = False
 
 
-def _collect() -> None:
+def collect_garbage() -> None:
     """Free the simulation's reference cycles now. A full collection walks every object of the
     process (transformers' and torch's modules: most of a second), so after the first one what is
     left — the libraries — is moved out of the collector's sight (``gc.freeze``), and the next

@@ -3,15 +3,16 @@
 The peak comes from :func:`estimator.peak.simulate_peak`, which runs the model's own forward (and
 backward and optimizer step) on fake tensors. What this version simulates, row by row:
 
-- inference: float32, float16 and bfloat16 rows (prefill with the KV cache, as ``generate`` runs it);
+- inference: float32, float16 and bfloat16 rows (prefill with the KV cache, as ``generate`` runs it); int8 and
+  int4 rows as bitsandbytes runs them (:mod:`estimator.peak.sim.quantized`);
 - training (:func:`recipe_for` turns the options into the step that is run; QLoRA for int4 rows
   with ``--lora-rank``):
   float32 rows in float32; 16-bit rows in mixed precision by default (float32 master weights,
   forward and loss under ``torch.autocast`` in the row's dtype) or entirely in 16 bits with
   ``--pure-16bit``; with ``--lora-rank`` the frozen base stays in the row's dtype and only the
   adapters train (float32 adapters, autocast, except with ``--pure-16bit``); every optimizer,
-  gradient checkpointing; int4 rows with ``--lora-rank`` as QLoRA. Other quantized rows (float8;
-  int8; int4 without LoRA or in inference) get a null ``peak_bytes`` with a note saying why.
+  gradient checkpointing; int4 and int8 rows with ``--lora-rank`` as (Q)LoRA. Other quantized rows (float8;
+  int8 / int4 training without LoRA, pre-quantized checkpoints) get a null ``peak_bytes`` with a note saying why.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -27,16 +28,27 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from estimator.build import torch_dtype
+from estimator.build.rejections import check_runnable
+from estimator.build.transformers_models import transformers_config
 from estimator.errors import BadOptionError, Option, UnsupportedError
+from estimator.load.rows import build, built_rows
 from estimator.options import Device, DType, Library, Mode
-from estimator.peak.attention import attention_kernel, kernel_note, row_refusal, set_attention
+from estimator.options.specs import DEFAULT_IMAGES
+from estimator.peak.engine import simulate_peak
+from estimator.peak.inputs.prompts.processors import Media, media_inputs
+from estimator.peak.inputs.registry import Modality, modality_of, simulated_with, types_with
+from estimator.peak.kernels.attention import attention_kernel, kernel_note, row_refusal, set_attention
+from estimator.peak.parallel.simulate import simulate_parallel
+from estimator.peak.parallel.tp import TPPlanError
+from estimator.peak.sim.training import LoraTargetsError, Recipe
 from estimator.result import Row
 from estimator.source.limits import position_field
 
 if TYPE_CHECKING:
     from estimator.peak.engine import Observe, PeakResult
-    from estimator.peak.processors import Media
-    from estimator.peak.training import Recipe
+    from estimator.peak.inputs.prompts.processors import Media
+    from estimator.peak.sim.training import Recipe
 
 if TYPE_CHECKING:
     from estimator.options import HardwareSpec, LoadSpec, ParallelSpec, WorkSpec
@@ -61,14 +73,10 @@ def _why_not(dtype: DType, work: WorkSpec) -> str | None:
     """Why this row's peak is not simulated, or None when it is."""
     if dtype in _SIMULATED_DTYPES:
         return None
-    if work.mode is Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
-        if work.training.lora_rank is None:
+    if dtype in (DType.INT8, DType.INT4):  # bitsandbytes: estimator.peak.sim.quantized (QLoRA: estimator.peak.sim.qlora)
+        if work.mode is Mode.TRAINING and work.training.lora_rank is None:
             return (f"{dtype.value}: bitsandbytes-quantized weights are not trained directly (transformers refuses a "
                     "purely quantized model); a LoRA rank (lora_rank: the CLI's --lora-rank, the page's LoRA rank field) simulates QLoRA; peak_bytes is null")
-        if dtype is DType.INT8:
-            return ("int8: QLoRA on 8-bit weights is not simulated (int4 rows are): LLM.int8()'s matmul splits off the "
-                    "outlier columns it finds in each batch (threshold 6.0), so its temporaries depend on the data, which "
-                    "fake tensors do not have; peak_bytes is null")
         return None
     return f"{dtype.value}: peaks of quantized models are not simulated yet; peak_bytes is null"
 
@@ -76,14 +84,12 @@ def _why_not(dtype: DType, work: WorkSpec) -> str | None:
 def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tuple[DType, Recipe]:
     """The dtype the model is built in for this row's training step, and how the step runs.
 
-    An int4 row with LoRA is QLoRA: built in the compute dtype (``compute``, the
+    An int4 (int8) row with LoRA is QLoRA (LoRA on LLM.int8()): built in the compute dtype (``compute``, the
     ``bnb_compute_dtype``; bfloat16 when not given, QLoRA's usual setting), its Linear layers
     swapped for bitsandbytes' 4-bit ones, trained under autocast in that dtype."""
-    from estimator.build import torch_dtype
-    from estimator.peak.training import Recipe
 
     training = work.training
-    if dtype is DType.INT4:
+    if dtype in (DType.INT4, DType.INT8):
         compute = compute or DType.BFLOAT16
         return compute, Recipe(
             optimizer=training.optimizer.value,
@@ -92,6 +98,7 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
             lora_rank=training.lora_rank,
             lora_targets=training.lora_targets,
             kbit=True,
+            kbit_bits=4 if dtype is DType.INT4 else 8,
         )
     lora = training.lora_rank is not None
     mixed = dtype.is_16bit and not training.pure_16bit
@@ -110,7 +117,6 @@ def recipe_for(dtype: DType, work: WorkSpec, compute: DType | None = None) -> tu
 
 @contextlib.contextmanager
 def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
-    from estimator.peak.training import LoraTargetsError
 
     try:
         yield
@@ -123,7 +129,6 @@ def _lora_targets_worded(resolved: Resolved) -> Iterator[None]:
 
 
 def _linear_names(resolved: Resolved) -> list[str]:
-    from estimator.load.rows import build
 
     model = build(resolved, DType.FLOAT32)
     return [name for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) or type(m).__name__ == "Conv1D"]
@@ -145,12 +150,11 @@ def position_note(config: dict[str, Any], work: WorkSpec) -> str | None:
 def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec,
               parallel: ParallelSpec | None = None, speed: RowSpeed | None = None) -> tuple[Row, ...]:
     """Rows with ``peak_bytes`` and ``components`` for ``work.mode`` (inference or training);
-    per GPU when ``parallel`` names a strategy (:func:`estimator.parallel.simulate.simulate_parallel`).
+    per GPU when ``parallel`` names a strategy (:func:`estimator.peak.parallel.simulate.simulate_parallel`).
     ``speed``: each simulated row's speed answer, counted in the same simulation (``RowSpeed``).
 
     ``work``, ``hardware`` and ``parallel`` were checked by :func:`estimator.options.check_supported`.
     """
-    from estimator.load.rows import built_rows
 
     if resolved.library not in (Library.TRANSFORMERS, Library.TIMM):
         raise UnsupportedError([
@@ -161,7 +165,10 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
     beyond = position_note(resolved.config, work) if work.shape.image_size is None else None
     for load_row in built_rows(resolved, load):
         dtype = DType.parse(load_row.dtype, option="dtypes")
-        reason = _why_not(dtype, work) or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.attention
+        from estimator.peak.sim.quantized import refusal
+
+        reason = _why_not(dtype, work) or refusal(resolved, load_row, dtype, parallel) \
+            or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
         if reason is not None:
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
@@ -192,10 +199,9 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
     again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the whole
     model is simulated, so the caching allocator is replayed over every layer's allocations. ``observe``: see
     :func:`~estimator.peak.engine.simulate_peak` (the per-op cost counter, :mod:`estimator.speed.trace`)."""
-    from estimator.peak import simulate_peak
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
-    used = set_attention(model, _kernel(hardware))  # the attention kernel (estimator.peak.attention)
+    used = set_attention(model, _kernel(hardware))  # the attention kernel (estimator.peak.kernels.attention)
     with _SIMULATION_LOCK, _lora_targets_worded(resolved), attention_kernel(_kernel(hardware)):
         result = simulate_peak(
             model,
@@ -221,8 +227,6 @@ def _kernel(hardware: HardwareSpec) -> str | None:
 def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
     """The image (and video) tokens each prompt of ``work`` carries (0 for text models and speech models): what
     the model's processor expands its images and video into, so that a context limit counts them too."""
-    from estimator.build.transformers_models import transformers_config
-    from estimator.peak.processors import media_inputs
 
     media = media_request(resolved, work)
     if media is None or (media.images == 0 and not media.video_frames):
@@ -233,31 +237,28 @@ def image_tokens(resolved: Resolved, work: WorkSpec) -> int:
 
 def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
     """What each prompt carries besides text, for a model whose processor family is simulated with its
-    inputs (:mod:`estimator.peak.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
+    inputs (:mod:`estimator.peak.inputs.prompts.processors`): ``images`` (default ``DEFAULT_IMAGES``) of ``image_size``;
     None for other models and for a vision-language prompt of text only (``images`` 0)."""
-    from estimator.options.specs import DEFAULT_IMAGES
-    from estimator.peak.audio import audio_simulated, simulated_audio_types
-    from estimator.peak.processors import Media, images_simulated, simulated_image_types
-    from estimator.peak.video_inputs import simulated_video_types, video_simulated
 
     shape = work.shape
     model_type = str(resolved.config.get("model_type") or "")
     preprocessor, processor = resolved.extra.get("preprocessor_config"), resolved.extra.get("processor_config")
-    if shape.video_frames and not video_simulated(model_type):
+    if shape.video_frames and not simulated_with(model_type, Modality.VIDEO):
         raise UnsupportedError([Option("video_frames"), f" shapes video-language models whose video processor is simulated "
-                                f"({', '.join(simulated_video_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.VIDEO))}); {resolved.name} ({model_type}) is not one of them."],
                                option="video_frames")
-    if shape.images and not images_simulated(model_type):
+    if shape.images and not simulated_with(model_type, Modality.IMAGES):
         raise UnsupportedError([Option("images"), f" shapes vision-language models whose processor is simulated "
-                                f"({', '.join(simulated_image_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.IMAGES))}); {resolved.name} ({model_type}) is not one of them."],
                                option="images")
-    if shape.audio_seconds is not None and not audio_simulated(model_type):
+    if shape.audio_seconds is not None and not simulated_with(model_type, Modality.AUDIO):
         raise UnsupportedError([Option("audio_seconds"), f" shapes speech models whose feature extractor is simulated "
-                                f"({', '.join(simulated_audio_types())}); {resolved.name} ({model_type}) is not one of them."],
+                                f"({', '.join(types_with(Modality.AUDIO))}); {resolved.name} ({model_type}) is not one of them."],
                                option="audio_seconds")
-    if audio_simulated(model_type):
+    modality = modality_of(model_type)
+    if modality is Modality.AUDIO:
         return Media(audio_seconds=shape.audio_seconds, preprocessor=preprocessor, processor=processor)
-    if not images_simulated(model_type):
+    if modality is None:
         return None
     # a prompt with a video carries no image unless asked (--images)
     images = (0 if shape.video_frames else DEFAULT_IMAGES) if shape.images is None else shape.images
@@ -269,10 +270,12 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
 
 def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:
     """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
-    from estimator.build.rejections import check_runnable
-    from estimator.load.rows import build
 
     built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
+    if work.mode is not Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
+        from estimator.peak.sim.quantized import inference_plan
+
+        built_in, recipe = inference_plan(resolved, load, dtype)
     model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
     check_runnable(model, resolved.config, name=resolved.name)
     return model, recipe
@@ -281,8 +284,6 @@ def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype:
 def _parallel_row(resolved: Resolved, load_row: Row, model: nn.Module, work: WorkSpec, hardware: HardwareSpec,
                   parallel: ParallelSpec, recipe: Recipe | None) -> Row:
     """One row per GPU under ``parallel.strategy``; a row the strategy cannot simulate gets a null peak and a note."""
-    from estimator.parallel.simulate import simulate_parallel
-    from estimator.parallel.tp import TPPlanError
 
     try:
         with _SIMULATION_LOCK, _lora_targets_worded(resolved):

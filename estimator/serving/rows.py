@@ -35,7 +35,8 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
     """One row per dtype with the plan of serving ``resolved`` with vLLM on ``gpu`` (its ``total_bytes``:
     what the driver reports, vLLM's ``total_memory``; ``--gpu-memory`` makes one of the size given)."""
     from estimator.load.rows import build, built_rows
-    from estimator.peak.inputs import ModelKind, detect_kind
+    from estimator.peak.inputs.generic import detect_kind
+    from estimator.peak.workload import ModelKind
     from estimator.serving.plan import batch_defaults
     from estimator.serving.ranks import stage_plans
 

@@ -7,7 +7,11 @@ passed through to the client per call and never appear in a message, a log line 
 Nothing here changes ``huggingface_hub``'s process-wide state (its shared HTTP client, its
 constants): the timeout travels with each call.
 
-- ``model_info`` (also behind :func:`file_sizes`, with ``files_metadata=True``): ``timeout=``.
+- :func:`model_info`: the request ``HfApi.model_info`` makes, through the client's public session with ``timeout=``
+  (``HfApi`` itself, with ``timeout=``, behind :func:`file_sizes`, with ``files_metadata=True``).
+- A load answer's JSON files and safetensors headers at a commit: one GET each (:func:`download_any_json`,
+  :func:`safetensors_header`), the requests ``hf_hub_download`` and ``HfApi.parse_safetensors_file_metadata`` would
+  make less the HEAD that files a download in the client's cache.
 - ``hf_hub_download``: ``etag_timeout=`` bounds the metadata request that resolves the file; the
   body of the (small JSON) file is read under the client's own ``HF_HUB_DOWNLOAD_TIMEOUT`` (10 s
   unless the environment says otherwise), which ``hf_hub_download`` takes from no argument.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,12 +55,12 @@ from estimator.errors import (
 )
 
 if TYPE_CHECKING:
-    from huggingface_hub import ModelInfo
     from huggingface_hub.utils import SafetensorsRepoMetadata
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")  # a commit sha: what the client's cache files answers under
 _TIMEOUTS = {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutError"}
 _UNREACHABLE = {"ConnectError", "NetworkError", "TransportError", "LocalEntryNotFoundError", "ConnectionError"}
 
@@ -129,12 +134,47 @@ def _refused(repo_id: str, posting: str, status: int) -> str:
     return f"The token may not {posting} {repo_id}: it needs the write-discussions permission (HTTP 403)."
 
 
-def model_info(repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> ModelInfo:
-    """``HfApi.model_info`` with siblings, translated errors and a timeout."""
-    from huggingface_hub import HfApi
+@dataclass(frozen=True)
+class RepoFile:
+    """A file of the repo, as ``ModelInfo.siblings`` names it."""
+
+    rfilename: str
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    """What an answer reads of a repo's ``GET /api/models/{id}``: the fields of ``huggingface_hub.ModelInfo`` it uses."""
+
+    id: str
+    sha: str | None
+    siblings: tuple[RepoFile, ...]
+    tags: tuple[str, ...]
+    library_name: str | None
+    gated: str | bool
+
+
+def model_info(repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> RepoInfo:
+    """The request ``HfApi.model_info`` makes (``GET /api/models/{id}[/revision/{rev}]``, the client's checks of the id, its
+    session, headers and error classes), with translated errors and a timeout; the fields an answer reads.
+
+    Not ``HfApi`` itself: importing ``huggingface_hub.hf_api`` (its Inference Endpoints, Jobs and Spaces clients come
+    with it) costs about 0.12 s of CPU per process, a third of a whole load answer (docs/benchmarks.md)."""
+    from urllib.parse import quote
+
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, validate_repo_id
 
     with hub_errors(repo_id, revision, token_given=token is not None, what="model info"):
-        return HfApi().model_info(repo_id, revision=revision, token=token, timeout=timeout)
+        validate_repo_id(repo_id)
+        url = f"{endpoint()}/api/models/{repo_id}" + ("" if revision is None else f"/revision/{quote(revision, safe='')}")
+        response = get_session().get(url, headers=build_hf_headers(token=token), timeout=timeout, follow_redirects=True)
+        hf_raise_for_status(response)
+        data = response.json()
+    if not isinstance(data, dict):
+        raise HubError(f"The Hub answered the model info of {repo_id} with no object; try again later.", model_id=repo_id)
+    siblings = tuple(RepoFile(str(item["rfilename"])) for item in data.get("siblings") or () if isinstance(item, dict) and "rfilename" in item)
+    return RepoInfo(id=str(data.get("id") or data.get("modelId") or repo_id), sha=data.get("sha"), siblings=siblings,
+                    tags=tuple(data.get("tags") or ()), library_name=data.get("library_name"), gated=data.get("gated") or False)
 
 
 def check_access(repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> None:
@@ -157,13 +197,29 @@ def check_access(repo_id: str, *, revision: str | None, token: str | None, timeo
 
 
 def download_any_json(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
-    """A small JSON file of any shape (``modules.json`` is a list), downloaded through the Hub cache and parsed."""
-    from huggingface_hub import hf_hub_download
+    """A small JSON file of any shape (``modules.json`` is a list), parsed.
 
+    At a commit sha (what a resolved repo passes) it is one GET of its resolve URL through the client's public session,
+    with ``timeout`` — not ``hf_hub_download``, whose HEAD before the GET files the file in the client's cache, which an
+    answer does not read back (an answer at a commit is cached whole, ``estimator.api``; the Hub requests of an answer:
+    docs/benchmarks.md). Offline mode, or a branch name, goes through ``hf_hub_download`` as before.
+    """
+    from huggingface_hub import constants, get_session
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+    text: bytes
     with hub_errors(repo_id, revision, token_given=token is not None, what=filename):
-        path = hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)
+        if constants.HF_HUB_OFFLINE or not revision or not _COMMIT.match(revision):
+            from huggingface_hub import hf_hub_download
+
+            text = Path(hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout)).read_bytes()
+        else:
+            response = get_session().get(resolve_url(repo_id, filename, revision), headers=build_hf_headers(token=token),
+                                         timeout=timeout, follow_redirects=True)
+            hf_raise_for_status(response)
+            text = response.content
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MalformedConfigError(f"{filename} of {repo_id} is not valid JSON ({exc}).", model_id=repo_id, revision=revision) from None
 
@@ -176,13 +232,23 @@ def download_json(repo_id: str, filename: str, *, revision: str | None, token: s
     return data
 
 
-def safetensors_metadata(repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> SafetensorsRepoMetadata | None:
-    """Per-tensor shapes and dtypes from the repo's safetensors headers (HTTP Range reads), or None."""
-    from huggingface_hub import get_safetensors_metadata
+def safetensors_metadata(
+    repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S, files: tuple[str, ...] = (),
+) -> SafetensorsRepoMetadata | None:
+    """Per-tensor shapes and dtypes from the repo's safetensors headers (HTTP Range reads), or None.
+
+    ``files``: the repo's file list from its ``model_info``, when the caller has it. Then the requests are only those
+    the answer needs: ``model.safetensors``'s header, or the index (:func:`download_any_json`) and each shard's header
+    (:func:`safetensors_header`, in parallel), gathered in file-name order so the result is the same every run.
+    Without it, ``get_safetensors_metadata`` (which first HEADs both names to find which exists)."""
     from huggingface_hub.errors import NotASafetensorsRepoError, SafetensorsParsingError
 
     try:
         with hub_errors(repo_id, revision, token_given=token is not None, what="safetensors weights"):
+            if files:
+                return _listed_safetensors(repo_id, revision=revision, token=token, timeout=timeout, files=files)
+            from huggingface_hub import get_safetensors_metadata
+
             return get_safetensors_metadata(repo_id, revision=revision, token=token, timeout=timeout)
     except (NotASafetensorsRepoError, SafetensorsParsingError, NoConfigError) as exc:
         logger.info("no usable safetensors headers for %s: %s", repo_id, type(exc).__name__)
@@ -191,6 +257,82 @@ def safetensors_metadata(repo_id: str, *, revision: str | None, token: str | Non
         raise
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:  # the client's parser on a malformed header
         raise MalformedConfigError(f"The safetensors headers of {repo_id} are malformed ({type(exc).__name__}: {exc}).", model_id=repo_id, revision=revision) from None
+
+
+def resolve_url(repo_id: str, filename: str, revision: str | None) -> str:
+    """``hf_hub_url``'s answer for a model repo (``constants.HUGGINGFACE_CO_URL_TEMPLATE``), without importing
+    ``file_download`` for it."""
+    from urllib.parse import quote
+
+    from huggingface_hub import constants
+
+    return constants.HUGGINGFACE_CO_URL_TEMPLATE.format(repo_id=repo_id, revision=quote(revision or constants.DEFAULT_REVISION, safe=""),
+                                                        filename=quote(filename))
+
+
+_FIRST_READ = 100_000  # bytes of a header read at once, as HfApi.parse_safetensors_file_metadata reads them
+
+
+def safetensors_header(repo_id: str, filename: str, *, revision: str | None, token: str | None, timeout: float) -> Any:
+    """``HfApi.parse_safetensors_file_metadata``'s requests (the first 100 kB, then the rest of a longer header) and its
+    answer, a ``SafetensorsFileMetadata`` of the client's own classes; ``SafetensorsParsingError`` for a header it
+    cannot read, as there."""
+    import struct
+
+    from huggingface_hub import constants, get_session
+    from huggingface_hub.errors import SafetensorsParsingError
+    from huggingface_hub.utils import SafetensorsFileMetadata, TensorInfo, build_hf_headers, hf_raise_for_status
+
+    url, headers = resolve_url(repo_id, filename, revision), build_hf_headers(token=token)
+    response = get_session().get(url, headers={**headers, "range": f"bytes=0-{_FIRST_READ}"}, timeout=timeout, follow_redirects=True)
+    hf_raise_for_status(response)
+    first = response.content
+    if len(first) < 8:
+        raise SafetensorsParsingError(f"{filename} of {repo_id} is too small to be a safetensors file.")
+    (size,) = struct.unpack("<Q", first[:8])
+    if size > constants.SAFETENSORS_MAX_HEADER_LENGTH:
+        raise SafetensorsParsingError(f"The safetensors header of {filename} of {repo_id} is too big ({size} bytes).")
+    if size <= len(first) - 8:
+        raw = first[8 : 8 + size]
+    else:
+        response = get_session().get(url, headers={**headers, "range": f"bytes=8-{size + 7}"}, timeout=timeout, follow_redirects=True)
+        hf_raise_for_status(response)
+        raw = response.content
+    try:
+        header = json.loads(raw.decode(errors="ignore"))
+        return SafetensorsFileMetadata(metadata=header.get("__metadata__", {}), tensors={
+            name: TensorInfo(dtype=info["dtype"], shape=info["shape"], data_offsets=tuple(info["data_offsets"]))
+            for name, info in header.items() if name != "__metadata__"})
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SafetensorsParsingError(f"The safetensors header of {filename} of {repo_id} cannot be parsed ({exc}).") from None
+
+
+def _listed_safetensors(repo_id: str, *, revision: str | None, token: str | None, timeout: float, files: tuple[str, ...]) -> SafetensorsRepoMetadata | None:
+    """``get_safetensors_metadata``'s answer for a repo whose file list is known, without its existence probes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from huggingface_hub import constants
+    from huggingface_hub.utils import SafetensorsRepoMetadata
+
+    if constants.SAFETENSORS_SINGLE_FILE in files:
+        single = safetensors_header(repo_id, constants.SAFETENSORS_SINGLE_FILE, revision=revision, token=token, timeout=timeout)
+        return SafetensorsRepoMetadata(metadata=None, sharded=False, weight_map=dict.fromkeys(single.tensors, constants.SAFETENSORS_SINGLE_FILE),
+                                       files_metadata={constants.SAFETENSORS_SINGLE_FILE: single})
+    if constants.SAFETENSORS_INDEX_FILE not in files:
+        return None
+    index = download_any_json(repo_id, constants.SAFETENSORS_INDEX_FILE, revision=revision, token=token, timeout=timeout)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        raise MalformedConfigError(f"{constants.SAFETENSORS_INDEX_FILE} of {repo_id} has no weight_map.", model_id=repo_id, revision=revision)
+    shards = sorted(set(map(str, weight_map.values())))
+
+    def parse(filename: str) -> Any:
+        return safetensors_header(repo_id, filename, revision=revision, token=token, timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(shards)))) as pool:
+        parsed = list(pool.map(parse, shards))
+    return SafetensorsRepoMetadata(metadata=index.get("metadata"), sharded=True, weight_map=weight_map,
+                                   files_metadata=dict(zip(shards, parsed, strict=True)))
 
 
 def file_sizes(repo_id: str, paths: list[str], *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, int]:

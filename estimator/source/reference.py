@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -33,10 +33,13 @@ class ModelRef:
     repo_id: str | None = None
     path: Path | None = None
     revision: str | None = None
+    given: str | None = field(default=None, compare=False)  # a folder as the user wrote it (shown; path is resolved)
 
     @property
     def display(self) -> str:
-        return self.repo_id if self.repo_id is not None else str(self.path)
+        """The repo id, or the folder as given (``tests/hub_data/...`` prints as typed, so the README's example
+        prints the same on every machine), else its absolute path."""
+        return self.repo_id if self.repo_id is not None else self.given or str(self.path)
 
 
 def parse_reference(text: str, *, revision: str | None = None, endpoint: str | None = None) -> ModelRef:
@@ -66,7 +69,7 @@ def parse_reference(text: str, *, revision: str | None = None, endpoint: str | N
         if not any((candidate / name).is_file() for name in CONFIG_FILES) and not (candidate / "unet").is_dir() and not is_gguf_folder(candidate):
             raise NoConfigError(f"The folder {text} has no config.json (nor model_index.json or modules.json) and no .gguf file; point at "
                                 "the folder that holds the model's config, or at a .gguf file.")
-        return ModelRef(path=candidate.resolve(), revision=revision)
+        return ModelRef(path=candidate.resolve(), revision=revision, given=text)
     if text.lower().endswith(".gguf") and (is_path_like(text) or text.count("/") != 1):
         raise BadReferenceError(f"No such GGUF file: {text}. Give the path of a .gguf file on this machine, or a Hub repo id.")
     if text.startswith(("/", "./", "../", "~")):

@@ -75,6 +75,7 @@ def stored_bytes(tensors: list[StoredTensor], dtype: DType) -> StoredBytes:
         total += size
         group = group_of(tensor.name)
         groups[group] = groups.get(group, 0) + size
+    # ties (every decoder block alike; an untied embedding and head) go to the first in checkpoint order
     name, largest = max(groups.items(), key=lambda item: item[1]) if groups else ("", 0)
     return StoredBytes(int(total), int(largest), name, floating, is_prequantized(tensors))
 
@@ -96,9 +97,12 @@ def tensors_from_shapes(shapes: Mapping[str, tuple[str, Sequence[int]] | list[An
 
 
 def tensors_from_metadata(metadata: object) -> list[StoredTensor]:
-    """Flatten huggingface_hub's ``SafetensorsRepoMetadata`` into one list of tensors."""
+    """Flatten huggingface_hub's ``SafetensorsRepoMetadata`` into one list of tensors, in checkpoint order: files by
+    name (``-00001-of-`` first), each in its header's order. ``get_safetensors_metadata`` fills ``files_metadata`` as
+    its threads finish, so without the sort a tie for the largest layer was named differently from run to run."""
     tensors: list[StoredTensor] = []
-    for file_metadata in getattr(metadata, "files_metadata", {}).values():
+    files = getattr(metadata, "files_metadata", {})
+    for _, file_metadata in sorted(files.items()):
         tensors += tensors_from_shapes({name: (info.dtype, info.shape) for name, info in file_metadata.tensors.items()})
     return tensors
 

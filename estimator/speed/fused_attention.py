@@ -1,7 +1,7 @@
 """CUDA's fused attention kernels as one op each in the cost trace.
 
 On ``device="cuda"`` the simulation runs ``scaled_dot_product_attention`` through
-:mod:`estimator.peak.cuda_sdpa`'s stand-in, which allocates what the flash / memory-efficient kernels
+:mod:`estimator.peak.kernels.cuda.sdpa`'s stand-in, which allocates what the flash / memory-efficient kernels
 allocate but runs no aten op a counter could see as the kernel (its ``empty`` and ``transpose`` are
 allocations and views). :func:`fused_attention_counted` wraps that stand-in for the duration of a
 step and records the kernel itself:
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils import flop_counter
 
-from estimator.peak.cuda_sdpa import choose_backend
+from estimator.peak.kernels.cuda.sdpa import choose_backend
 from estimator.speed.cost import OpCost
 from estimator.speed.op_cost import FLOP_COUNTER, addressed_bytes
 
@@ -63,7 +63,7 @@ class _BackwardMark(torch.autograd.Function):
 @contextlib.contextmanager
 def fused_attention_counted(record: Record) -> Iterator[None]:
     """Record CUDA's fused attention kernels (see the module docstring) while the step runs; enter it inside
-    :func:`estimator.peak.cuda_sdpa.cuda_sdpa` (it wraps the stand-in that puts in place)."""
+    :func:`estimator.peak.kernels.cuda.sdpa.cuda_sdpa` (it wraps the stand-in that puts in place)."""
     inner = F.scaled_dot_product_attention
 
     def counted(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any = None,

@@ -1,7 +1,7 @@
 """Per-op cost of each phase, counted in the same pass as the memory simulation.
 
 :class:`CostTrace` follows the simulation of :func:`estimator.peak.simulate_peak` through its
-``observe`` hook: every op the step's :class:`~estimator.peak.tracker.StorageTracker` sees is turned
+``observe`` hook: every op the step's :class:`~estimator.peak.sim.tracker.StorageTracker` sees is turned
 into an :class:`~estimator.speed.cost.OpCost` (:func:`estimator.speed.op_cost.op_cost`) under the
 phase the step is in (``prefill``, ``decode``, ``forward``, ``train_forward``, ``backward``,
 ``optimizer``; ops between phases, such as training's first step that only creates the optimizer
@@ -14,7 +14,7 @@ states, or the untracked prefill that fills the cache before the decode step, ar
     costs = trace.phase_costs()                 # {Phase.PREFILL: PhaseCost, Phase.DECODE: PhaseCost}
 
 Where the engine extrapolates alike decoder layers (it simulates 2, 3 and 4 layers,
-:mod:`estimator.peak.layers`), the costs are extrapolated the same way: the ops of one layer are
+:mod:`estimator.peak.sim.layers`), the costs are extrapolated the same way: the ops of one layer are
 those the 4-layer sample has beyond the 3-layer one, checked equal to what the 3-layer sample has
 beyond the 2-layer one (as multisets of ops), and added ``N - 4`` times; a phase whose samples run the
 same ops in the same order (a ``foreach`` optimizer: one call over every layer's tensors) has each op's
@@ -40,8 +40,8 @@ from estimator.speed.op_cost import op_cost
 
 if TYPE_CHECKING:
     from estimator.peak.engine import PeakResult
-    from estimator.peak.tracker import StorageTracker
-    from estimator.peak.training import Recipe
+    from estimator.peak.sim.tracker import StorageTracker
+    from estimator.peak.sim.training import Recipe
 
 __all__ = ["CostTrace", "TraceError", "decode_context", "phase_costs_for"]
 
@@ -155,7 +155,7 @@ class CostTrace:
         return {Phase(name): PhaseCost(Phase(name), tuple(v), tokens.get(Phase(name), 0)) for name, v in ops.items()}
 
     def _extrapolated(self, samples: list[_Run]) -> dict[str, list[OpCost]]:
-        from estimator.peak.layers import SAMPLE_LAYERS
+        from estimator.peak.sim.layers import SAMPLE_LAYERS
 
         if len(samples) != 3 or tuple(r.layers for r in samples) != SAMPLE_LAYERS or self.layers is None:
             raise TraceError(f"the simulated models ({[r.layers for r in self._runs]} layers) are neither the whole "
@@ -199,7 +199,7 @@ def phase_costs_for(
     memory result with the per-op cost of each phase: inference gives ``PREFILL`` (the prompt of ``seq_len``
     tokens; ``FORWARD`` for a model that does not generate) and, with ``max_new_tokens``, ``DECODE`` (the last
     step, at a cache of :func:`decode_context` positions); training gives ``TRAIN_FORWARD``, ``BACKWARD`` and
-    ``OPTIMIZER`` (``recipe``: :class:`~estimator.peak.training.Recipe`)."""
+    ``OPTIMIZER`` (``recipe``: :class:`~estimator.peak.sim.training.Recipe`)."""
     from estimator.peak import simulate_peak
 
     trace = CostTrace(model, device=device)

@@ -1,0 +1,84 @@
+"""Benchmark: bitsandbytes int8 / int4 models, simulated CPU peak vs the CPU allocator's measured peak.
+
+``python -m bench.quant_accuracy [--out bench/results/quant_accuracy.md] [--only CASE[,CASE]] [--kinds KIND[,KIND]]``
+from the repository root. Every kind of ``testkit/quant_truth.py`` (int4 and int8 ``generate`` with 32 new tokens,
+int8 + LoRA training) on every causal LM of ``testkit/quant_truth.py``: the real run (real quantization on CPU), each
+in a fresh process, against ``simulate_peak(..., device="cpu")``. Errors are (simulated - measured) / measured.
+``--only`` / ``--kinds`` run those and write nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import bitsandbytes
+import torch
+import transformers
+
+from bench._smoke import SMOKE_HELP
+from testkit.peak_pool import run_truth_jobs
+from testkit.quant_truth import KINDS, QUANT_CASES, simulate
+
+CASES = tuple(QUANT_CASES)
+NO_DEFAULT_LORA = ("mixtral_moe",)  # peft has no default LoRA targets for it
+KNOWN = [
+    "Known gaps (not located yet): int4 `generate` on the sliding-window models (mistral_swa, qwen2_swa: -6.1%) and on OPT",
+    "(-2.9%): the same models' int8 runs are within 0.4% and int8's peak is in the MLP's int8 product, int4's in attention,",
+    "so the missing bytes are likely in generate's prefill attention / masks of these models rather than in bitsandbytes.",
+    "gemma_mqa int4: the real run fails (bitsandbytes' AVX512-BF16 repacking asserts 32 | out_features; its k/v",
+    "projections have 16); the simulation meets the same assertion and falls back to the formula, saying so.",
+    "phi3 int8_lora: peft has no default LoRA targets for Phi-3 (the real run refuses too).",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    warnings.filterwarnings("ignore")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/results/quant_accuracy.md"))
+    parser.add_argument("--only", default=None)
+    parser.add_argument("--kinds", default=None)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args(argv)
+    if args.smoke:  # one simulation, no measurement, nothing written
+        sim = simulate(CASES[0], KINDS[0])
+        print(f"smoke: {CASES[0]} {KINDS[0]} simulated {sim['peak_bytes']:,} B ({sim['method']})")
+        return 0 if sim["method"] == "simulated" else 1
+    cases = [c for c in CASES if not args.only or c in args.only.split(",")]
+    kinds = [k for k in KINDS if not args.kinds or k in args.kinds.split(",")]
+    start = time.perf_counter()
+    found = run_truth_jobs("testkit.quant_truth", [(side, c, k) for c in cases for k in kinds for side in ("truth", "sim")
+                                                   if not (k == "int8_lora" and c in NO_DEFAULT_LORA)],
+                           processes=2)
+    lines = ["# bitsandbytes int8 / int4: simulated peak vs measured on CPU", "",
+             f"torch {torch.__version__}, transformers {transformers.__version__}, bitsandbytes {bitsandbytes.__version__}, "
+             f"CPU capability {torch.backends.cpu.get_cpu_capability()}; "
+             f"`python -m bench.quant_accuracy` ({time.perf_counter() - start:.0f} s).", "",
+             "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
+    worst = 0.0
+    for case in cases:
+        for kind in kinds:
+            if kind == "int8_lora" and case in NO_DEFAULT_LORA:
+                continue
+            truth, sim = found[("truth", case, kind)], found[("sim", case, kind)]
+            if not isinstance(truth, dict) or not isinstance(sim, dict) or sim.get("method") != "simulated":
+                detail = truth if not isinstance(truth, dict) else sim if not isinstance(sim, dict) else sim["notes"][0]
+                lines.append(f"| {case} | {kind} | {truth.get('peak_bytes', '—') if isinstance(truth, dict) else '—'} | — | "
+                             f"failed: {str(detail)[:160]} |")
+                continue
+            error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
+            worst = max(worst, abs(error))
+            lines.append(f"| {case} | {kind} | {truth['peak_bytes']:,} | {sim['peak_bytes']:,} | {error:+.2%} |")
+    lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.only and not args.kinds:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The inputs and loss a real run of each model would use: providers by modality (prompts/, vision/, audio/, other/), the generic paths (generic, towers), the routing assumption, and workload_for (providers)."""

@@ -1,0 +1,1 @@
+"""Multimodal prompts as the model's own processor makes them: processor families (family, image_families, more_families, captioners, minicpm_family), images and video, the media workload and generate on it."""

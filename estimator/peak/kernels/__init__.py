@@ -1,0 +1,1 @@
+"""Kernel-internal buffers that fake tensors cannot see, and the CUDA runtime's choices replayed on CPU fakes: the scratch contract (scratch), CPU kernels (cpu/), CUDA kernels and allocator (cuda/)."""

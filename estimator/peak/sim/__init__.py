@@ -1,0 +1,1 @@
+"""The simulation engine: one step run on a fake-tensor model (steps), the storage tracker, the meta-to-fake materialisation, the generation caches, layer extrapolation, training recipes, QLoRA's base, the formula fallback."""

@@ -1,0 +1,67 @@
+"""A load answer makes only the Hub requests it needs (issue 34, item 6), and names a tie for the largest layer
+the same way every run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from estimator.options import DType
+from estimator.source.stored import stored_bytes, tensors_from_metadata
+from testkit.hub_process import hub_env
+
+ROOT = Path(__file__).resolve().parent.parent
+LLAMA_SHA = "d04e592bb4f6aa9cfee91e2e20afa771667e1d4b"
+
+
+def requests_of(url: str, *args: str, home: Path) -> tuple[dict[str, object], list[tuple[str, str]]]:
+    urllib.request.urlopen(urllib.request.Request(f"{url}/_standin/reset", method="POST"), timeout=10).read()
+    env = hub_env(url, home)
+    env.pop("HF_HUB_DISABLE_TELEMETRY")  # as a user runs it: the CLI itself keeps telemetry off
+    done = subprocess.run([sys.executable, "-m", "estimator", *args, "--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with urllib.request.urlopen(f"{url}/_standin/requests", timeout=10) as response:
+        made = [(r["method"], r["path"]) for r in json.loads(response.read())]
+    return json.loads(done.stdout), made
+
+
+def test_a_sharded_load_answer_makes_seven_requests(hub_server: str, tmp_path: Path) -> None:
+    """model_info, config.json, the index, one header read per shard: no HEAD, no 404 probe, nothing twice."""
+    answer, made = requests_of(hub_server, "meta-llama/Llama-3.1-8B", home=tmp_path / "hf")
+    base = f"/meta-llama/Llama-3.1-8B/resolve/{LLAMA_SHA}/"
+    assert made[:3] == [("GET", "/api/models/meta-llama/Llama-3.1-8B"), ("GET", base + "config.json"),
+                        ("GET", base + "model.safetensors.index.json")]
+    assert sorted(made[3:]) == [("GET", base + f"model-0000{i}-of-00004.safetensors") for i in range(1, 5)]
+    assert [row["total_bytes"] for row in answer["rows"]][:2] == [32_121_044_992, 16_060_522_496]
+    # the same HF_HOME again: config and index come from the client's cache when it has them; never more requests
+    _, again = requests_of(hub_server, "meta-llama/Llama-3.1-8B", home=tmp_path / "hf")
+    assert len(again) <= len(made)
+
+
+def test_a_single_file_load_answer_reads_only_its_header(hub_server: str, tmp_path: Path) -> None:
+    _, made = requests_of(hub_server, "openai-community/gpt2", home=tmp_path / "hf")
+    assert made[0] == ("GET", "/api/models/openai-community/gpt2")
+    assert [path.rsplit("/", 1)[1] for _, path in made[1:]][:2] == ["config.json", "model.safetensors"]
+    assert all(method == "GET" for method, _ in made) and len(made) <= 4  # a large header may take a second range read
+
+
+def _metadata(order: list[str]) -> SimpleNamespace:
+    """A ``SafetensorsRepoMetadata`` stand-in whose files arrived in ``order`` (as get_safetensors_metadata's threads finish)."""
+    def file(*names: str) -> SimpleNamespace:
+        return SimpleNamespace(tensors={name: SimpleNamespace(dtype="BF16", shape=[64, 64]) for name in names})
+    shards = {"model-00001-of-00002.safetensors": file("model.layers.0.mlp.weight", "model.layers.0.attn.weight"),
+              "model-00002-of-00002.safetensors": file("model.layers.1.mlp.weight", "model.layers.1.attn.weight")}
+    return SimpleNamespace(files_metadata={name: shards[name] for name in order})
+
+
+@pytest.mark.parametrize("order", [["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"],
+                                   ["model-00002-of-00002.safetensors", "model-00001-of-00002.safetensors"]])
+def test_a_tie_for_the_largest_layer_is_named_the_same_whatever_order_the_headers_came(order: list[str]) -> None:
+    stored = stored_bytes(tensors_from_metadata(_metadata(order)), DType.BFLOAT16)
+    assert (stored.largest_layer_name, stored.largest_layer_bytes) == ("model.layers.0", 2 * 64 * 64 * 2)
