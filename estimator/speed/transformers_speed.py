@@ -118,14 +118,17 @@ def inference_answer(costs: dict[Phase, PhaseCost], hardware: Hardware, *, batch
                    decode_tokens_per_second=round(end.tokens_per_second, 1),
                    decode_tokens_per_second_at_start=None if start is None else round(start.tokens_per_second, 1),
                    decode_step_s=round(end.seconds, 6), decode_launch_s=round(end.launch_seconds, 6),
-                   decode_bytes_per_token=decode.bytes_moved // per, decode_kv_bytes_per_token=kv_read // per,
-                   decode_cache_copy_bytes_per_token=copy // per,
-                   decode_other_bytes_per_token=(decode.bytes_moved - kv_read - copy) // per,
+                   decode_bytes_per_token=decode.bytes_moved // per, decode_kv_bytes_per_token=kv_read // per if kv else None,
+                   decode_cache_copy_bytes_per_token=copy // per if kv else None,
+                   decode_other_bytes_per_token=(decode.bytes_moved - kv_read - copy) // per if kv else None,
                    decode_flops_per_token=decode.flops // per, kernels_per_token=decode.kernels)
         at_start = "" if start is None else f" ({start.tokens_per_second:,.1f} at its start, context {prompt:,})"
         words.append(f"decode {end.tokens_per_second:,.1f} tokens/s at batch {batch} and context {end_context:,}{at_start}, "
-                     f"reading {decode.bytes_moved // per:,} bytes a token (KV {kv_read // per:,}, cache copy {copy // per:,}, "
-                     f"weights and activations {(decode.bytes_moved - kv_read - copy) // per:,}) in {decode.kernels:,} kernels"
+                     f"reading {decode.bytes_moved // per:,} bytes a token "
+                     + (f"(KV {kv_read // per:,}, cache copy {copy // per:,}, weights and activations "
+                        f"{(decode.bytes_moved - kv_read - copy) // per:,})" if kv else
+                        "(no attention kernel of its own to tell the KV read apart: attention ran as separate ops)")
+                     + f" in {decode.kernels:,} kernels"
                      + ("" if launch_hidden else f" launched from eager PyTorch ({end.launch_seconds * 1e3:.2f} ms of launch floor a step)"))
         main = end
     if main is None:
