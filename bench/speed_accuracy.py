@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
-        "# llama.cpp speed: estimate vs measured\n\n`python -m bench.speed_accuracy` on `../shared/speed-runs/runs.jsonl` "
+        "# llama.cpp speed: estimate vs measured\n\n`python -m bench.speed_accuracy` on `bench/data/speed_runs.jsonl` (a copy of the project's shared speed runs) "
         "(public llama.cpp CI logs and llama-bench tables). Targets: tg within +-20 %, pp within +-35 %, on 80 % of figures each.\n\n"
         + "\n".join(f"- {line}" for line in lines) + f"\n- peers: {PEERS}\n\n" + table(figs)
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 FIXTURE = Path(__file__).resolve().parent.parent / "tests/hub_data/models/meta-llama/Llama-3.1-8B"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     import torch
 
     from estimator.load.rows import build
@@ -31,7 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("model", nargs="?", default=str(FIXTURE))
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--contexts", type=int, nargs="+", default=[1, 4096])
+    parser.add_argument("--smoke", action="store_true", help="one short context (CI: the bench runs and prints its table)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.contexts = [8]
     resolved = resolve(parse_reference(args.model), Library.AUTO)
     dtype = DType.parse(args.dtype, option="dtypes")
     print("| context | FLOPs/token | 2 x params | ratio | bytes/token | weights + KV | ratio | kernels | bytes by op |")
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {context:,} | {decode.flops / 1e9:.3f} G | {2 * n_params / 1e9:.3f} G | {decode.flops / (2 * n_params):.4f} "
               f"| {decode.bytes_moved / 1e9:.3f} GB | {(weight_bytes + kv) / 1e9:.3f} GB | {decode.bytes_moved / (weight_bytes + kv):.4f} "
               f"| {decode.kernels:,} | {top} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -89,3 +89,15 @@ def test_a_hybrid_with_no_attention_layer_is_refused_in_one_line(family: str, tm
     with_attention = {**_SMALL, **config, "num_hidden_layers": 5 if family == "jamba" else 4}
     (tmp_path / "config.json").write_text(json.dumps(with_attention))
     assert estimate(str(tmp_path), mode="inference", device="cpu", dtypes="float32").rows[0].method == "simulated"
+
+
+def test_a_pure_ssm_is_not_refused(tmp_path: Path) -> None:
+    """Mamba has no attention layer by design (its own cache measures the sequence; generate runs), so the rule above
+    leaves it alone: a 2-layer Mamba is simulated."""
+    from estimator import estimate
+
+    config = {"model_type": "mamba", "architectures": ["MambaForCausalLM"], "hidden_size": 64, "state_size": 8,
+              "num_hidden_layers": 2, "vocab_size": 1000, "use_mambapy": False}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    row = estimate(str(tmp_path), mode="inference", device="cpu", dtypes="float32").rows[0]
+    assert row.method == "simulated" and row.peak_bytes

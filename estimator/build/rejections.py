@@ -101,6 +101,8 @@ def _refuse_no_attention_layer(model: Any, config: dict[str, Any], *, name: str)
     types = getattr(text, "layer_types", None)
     if not isinstance(types, (list, tuple)) or not types or not all(t in _RECURRENT for t in types):
         return
+    if not hasattr(text, "num_attention_heads"):  # a pure SSM (Mamba, Mamba2, FalconMamba): no attention layer by design,
+        return                                      # its own cache measures the sequence, and generate runs
     stated = {key: section[key] for _, section in _sections(config) for key in _LAYOUT_FIELDS if key in section}
     fields = [f"{key} {stated[key]!r}" if key in stated else f"{key} {getattr(text, key)!r} (the default)"
               for key in _LAYOUT_FIELDS if key in stated or (key != "layer_types" and isinstance(getattr(text, key, None), int))]
