@@ -1,6 +1,6 @@
 """The inputs and loss a real run of each kind of model would use.
 
-``workload_for(model, ...)`` looks at the model (its library, class name and config) and returns a
+``generic_workload(model, ...)`` looks at the model (its library, class name and config) and returns a
 ``Workload``: how to make the batch, how to run a training forward to a scalar loss, and how to
 run inference the way ``transformers``' ``generate`` or a pipeline runs it. The same functions
 make real tensors (for the ground-truth tests) or fake ones (inside ``FakeTensorMode``), because
@@ -40,7 +40,7 @@ from estimator.peak.fakes.known_values import KnownValues, know
 from estimator.peak.sim.prefill import generate_kwargs, prefill_kwargs
 from estimator.peak.workload import ModelKind, Workload, accepts, first_tensor, forward_all, model_dtype
 
-__all__ = ["detect_kind", "make_input", "module_workload", "ordinary_token", "workload_for"]
+__all__ = ["detect_kind", "generic_workload", "make_input", "module_workload", "ordinary_token"]
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def make_input(size: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(size, dtype=dtype)
 
 
-def workload_for(
+def generic_workload(
     model: nn.Module,
     *,
     batch_size: int = 1,

@@ -31,4 +31,4 @@ def workload_for(
         found = provider(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
         if found is not None:
             return routing.assumed(model, found)
-    return routing.assumed(model, generic.workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size))
+    return routing.assumed(model, generic.generic_workload(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size))

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from estimator.peak.fakes.known_constants import KnownConstants
 from estimator.peak.fakes.known_values import KnownValues, know, known_value
-from estimator.peak.inputs.generic import ordinary_token, workload_for
+from estimator.peak.inputs.generic import generic_workload, ordinary_token
 from estimator.peak.inputs.other.models import Found
 from estimator.peak.inputs.other.workloads import arrays_workload
 from estimator.peak.inputs.routing import with_ties
@@ -105,7 +105,7 @@ def _ibert_workload(model: nn.Module, b: int, n: int) -> Workload:
 
     import torch
 
-    found = workload_for(model, batch_size=b, seq_len=n)
+    found = generic_workload(model, batch_size=b, seq_len=n)
     initial: list[tuple[str, Any]] = []
     for name, module in model.named_modules():
         if type(module).__name__ == "QuantAct" and not module.per_channel:
