@@ -154,13 +154,13 @@ def test_collective_time_is_nccls_latency_plus_bus_bytes() -> None:
 def served() -> tuple:
     from estimator import estimate
 
-    one = estimate(LLAMA, mode="serving", gpu="H100 SXM", max_model_len=8192, dtypes="bfloat16").row("bfloat16")
-    two = estimate(LLAMA, mode="serving", gpu="H100 SXM", max_model_len=8192, dtypes="bfloat16", tensor_parallel_size=2).row("bfloat16")
-    return one, two
+    one = estimate(LLAMA, mode="serving", gpu="H100 SXM", max_model_len=8192, dtypes="bfloat16")
+    two = estimate(LLAMA, mode="serving", gpu="H100 SXM", max_model_len=8192, dtypes="bfloat16", tensor_parallel_size=2)
+    return one.row("bfloat16"), two.row("bfloat16"), one
 
 
 def test_serving_row_has_the_speed_at_the_plans_concurrency(served: tuple) -> None:
-    row, _ = served
+    row = served[0]
     speed, plan = row.speed, row.serving
     assert speed["engine"] == "vllm" and speed["label"] == "modelled" and speed["measured_error"] is None
     assert speed["concurrency"] == min(plan["max_num_seqs"], int(plan["max_concurrency"]))
@@ -176,7 +176,7 @@ def test_serving_row_has_the_speed_at_the_plans_concurrency(served: tuple) -> No
 
 
 def test_tensor_parallel_serving_counts_its_all_reduces(served: tuple) -> None:
-    _, row = served
+    row = served[1]
     speed = row.speed
     comm = speed["communication"]
     padded = speed["cudagraph_batch"]
@@ -190,3 +190,12 @@ def test_no_speed_without_a_named_gpu() -> None:
 
     row = estimate(LLAMA, mode="serving", gpu_memory="80GiB", max_model_len=8192, dtypes="bfloat16").row("bfloat16")
     assert row.speed is None and not any(n.startswith("speed on") for n in row.notes)
+
+
+def test_page_line_shows_the_serving_speed_beside_the_verdict(served: tuple) -> None:
+    from estimator_app.tables import speed_words
+
+    row, answer = served[0], served[2]
+    (line,) = speed_words(answer)
+    assert line == (f"bfloat16: fits · ~{row.speed['decode_tokens_per_second']:,.0f} tok/s decode over {row.speed['concurrency']} "
+                    f"sequences, TTFT {row.speed['time_to_first_token_s']:.2f} s on H100 80GB (modelled)")
