@@ -199,3 +199,25 @@ def test_page_line_shows_the_serving_speed_beside_the_verdict(served: tuple) -> 
     (line,) = speed_words(answer)
     assert line == (f"bfloat16: fits · ~{row.speed['decode_tokens_per_second']:,.0f} tok/s decode over {row.speed['concurrency']} "
                     f"sequences, TTFT {row.speed['time_to_first_token_s']:.2f} s on H100 80GB (modelled)")
+
+
+GPT2 = str(ROOT / "tests" / "hub_data" / "models" / "openai-community" / "gpt2")
+GPT2_PARAMS = 124_439_808  # the published parameter count of GPT-2 small (tied embeddings)
+
+
+@pytest.mark.parametrize(("strategy", "gpus", "gpu", "link", "factor"), [
+    ("ddp", 2, "RTX 3090", "nvlink", (2, 1, 2)),   # an all-reduce: 2 (n-1)/n of the gradients, over the NVLink bridge
+    ("fsdp", 4, "RTX 4090", "pcie", (3, 3, 4)),    # 2 all-gathers + a reduce-scatter: 3 x (n-1)/n, over PCIe (no NVLink)
+])
+def test_strategy_rows_count_the_gradient_synchronisation(strategy: str, gpus: int, gpu: str, link: str, factor: tuple) -> None:
+    from estimator import estimate
+
+    row = estimate(GPT2, mode="training", strategy=strategy, gpus=gpus, gpu=gpu, dtypes="float32", seq_len=128).row("float32")
+    grads = GPT2_PARAMS * 4
+    assert row.total_bytes == grads
+    comm = row.speed["communication"]
+    times, n_minus_1, n = factor
+    assert comm["link"] == link and comm["gpus"] == gpus
+    assert comm["step_bus_bytes"] == sum(t["bus_bytes"] for t in comm["transfers"])
+    assert abs(comm["step_bus_bytes"] - times * n_minus_1 * grads / n) <= times  # integer division per collective
+    assert row.speed["measured_error"] is None and any("step's compute under a strategy is not modelled" in x for x in row.notes)

@@ -32,7 +32,7 @@ from enum import Enum
 from estimator.speed.hardware import Hardware
 
 __all__ = ["HOP_LATENCY_S", "LINK_FRACTION", "RING_BASE_LATENCY_S", "Collective", "Link", "Transfer", "collective_seconds",
-           "data_parallel_transfers", "link_for", "pipeline_transfers", "tensor_parallel_transfers"]
+           "data_parallel_answer", "data_parallel_transfers", "link_for", "pipeline_transfers", "tensor_parallel_transfers"]
 
 LINK_FRACTION = 0.80
 """Share of a link's stated bytes/s (one direction) NCCL's kernels move. NVIDIA's NCCL maintainer (S. Jeaugey,
@@ -147,3 +147,41 @@ def data_parallel_transfers(*, trainable_bytes: int, param_bytes: int, gpus: int
         return (Transfer("gradients (DDP all-reduce)", Collective.ALL_REDUCE, trainable_bytes, 1, gpus),)
     return (Transfer("parameters gathered for the forward and the backward (FSDP)", Collective.ALL_GATHER, param_bytes, 2, gpus),
             Transfer("gradients (FSDP reduce-scatter)", Collective.REDUCE_SCATTER, trainable_bytes, 1, gpus))
+
+
+_SHARDED = {"zero3": True, "fsdp": True, "ddp": False, "zero1": False, "zero2": False}
+
+
+def data_parallel_answer(*, weights_bytes: int, gpus: int, strategy: str, hardware: Hardware) -> tuple[dict[str, object] | None, str]:
+    """The gradient synchronisation of one full fine-tuning step over ``gpus`` GPUs of one node (``rows[].speed`` of a
+    ``--strategy`` training row, ``engine: "transformers"``): the bytes each GPU moves and the time on the node's link.
+
+    ``weights_bytes``: the row's weights (its dtype); the gradients are as large (the same dtype). DDP all-reduces them;
+    ZeRO-1/2 reduce-scatter them and all-gather the updated shards, the same bus bytes as an all-reduce (ZeRO, Rajbhandari
+    et al. 2020, section 7: "the same communication volume as baseline data parallelism"); ZeRO-3/FSDP all-gather the
+    parameters for the forward and the backward and reduce-scatter the gradients (1.5 x). The step's compute is not
+    modelled under a strategy (its per-op costs are not traced per GPU yet); the note says so."""
+    if strategy not in _SHARDED:
+        return None, f"no speed: the {strategy} strategy's communication (activations) is not modelled yet"
+    link = link_for(hardware, gpus)
+    if link is None:
+        return None, f"no speed: {hardware.name} states no link between GPUs in the hardware table"
+    kind, rate = link
+    if strategy in ("zero1", "zero2"):
+        transfers: tuple[Transfer, ...] = (
+            Transfer("gradients (ZeRO reduce-scatter)", Collective.REDUCE_SCATTER, weights_bytes, 1, gpus),
+            Transfer("updated parameters (ZeRO all-gather)", Collective.ALL_GATHER, weights_bytes, 1, gpus))
+    else:
+        transfers = data_parallel_transfers(trainable_bytes=weights_bytes, param_bytes=weights_bytes, gpus=gpus, sharded=_SHARDED[strategy])
+    seconds = sum(t.seconds(kind, rate) for t in transfers)
+    moved = sum(t.bus_bytes for t in transfers)
+    answer: dict[str, object] = {
+        "engine": "transformers", "hardware": hardware.name, "label": "roofline", "measured_error": None,
+        "communication": {"link": kind.value, "link_bytes_s": rate, "achievable_link_bytes_s": rate * LINK_FRACTION,
+                          "strategy": strategy, "gpus": gpus, "step_bus_bytes": moved, "step_seconds": round(seconds, 6),
+                          "transfers": [t.to_dict() for t in transfers]}}
+    note = (f"speed on {hardware.name} (transformers, roofline): {strategy} over {gpus} GPUs moves {moved:,} bytes a GPU a step "
+            f"over {kind.value} ({rate / 1e9:,.1f} GB/s a direction x {LINK_FRACTION:g} achievable): {seconds * 1e3:,.1f} ms of "
+            "communication a step (NCCL ring; overlapped with the backward where the framework buckets it); the step's compute "
+            "under a strategy is not modelled yet; error not measured (docs/speed.md)")
+    return answer, note

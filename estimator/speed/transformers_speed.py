@@ -251,6 +251,9 @@ def speed_cell(row_costs: RowCosts, hardware: Hardware) -> str:
 
 def short_speed(answer: dict[str, Any]) -> str:
     """A few words of a speed answer for a table cell or the summary line ("~42 tok/s decode, TTFT 0.12 s")."""
+    comm = answer.get("communication")
+    if "step_s" not in answer and "decode_tokens_per_second" not in answer and isinstance(comm, dict):  # a --strategy row
+        return f"gradient sync {_seconds(comm['step_seconds'])} a step ({comm['strategy']}, {comm['gpus']} GPUs over {comm['link']})"
     if "step_s" in answer:
         mfu = answer["model_flops_utilization"]
         return (f"~{answer['train_tokens_per_second']:,.0f} tok/s training, step {_seconds(answer['step_s'])}"
