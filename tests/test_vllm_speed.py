@@ -221,3 +221,16 @@ def test_strategy_rows_count_the_gradient_synchronisation(strategy: str, gpus: i
     assert comm["step_bus_bytes"] == sum(t["bus_bytes"] for t in comm["transfers"])
     assert abs(comm["step_bus_bytes"] - times * n_minus_1 * grads / n) <= times  # integer division per collective
     assert row.speed["measured_error"] is None and any("step's compute under a strategy is not modelled" in x for x in row.notes)
+
+
+def test_image_text_model_reads_sliding_windows_and_not_its_vision_tower() -> None:
+    from estimator import estimate
+
+    # Gemma-3-4B: 34 layers, every 6th full attention (5), the others a 1,024-token window; 4 KV heads x 256 x K and V x 2 bytes
+    row = estimate(str(ROOT / "tests" / "data" / "serving" / "gemma-3-4b-it"), mode="serving", gpu="L4", max_model_len=4096,
+                   dtypes="bfloat16").row("bfloat16")
+    speed = row.speed
+    per_token = 2 * 4 * 256 * 2
+    assert speed["decode_kv_bytes_per_step"] == speed["concurrency"] * per_token * (5 * 4096 + 29 * 1024)
+    # the vision tower (SigLIP) runs once per image, not in a decode step: less than the weights vLLM loads
+    assert speed["decode_weight_bytes_per_step"] < row.serving["weights_bytes"] - 300_000_000

@@ -138,7 +138,8 @@ def _speed(model: Any, config: Any, dtype: DType, kv_bytes: int, serving: Servin
     try:
         layout = kv_layout(config, dtype_bytes=kv_bytes, tp=tp, model_bytes=ROW_ITEMSIZE[dtype])
         return serving_speed(model, layout, hardware, concurrency=concurrency, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-                             max_num_batched_tokens=max_num_batched_tokens, act_bytes=ROW_ITEMSIZE[dtype], tp=tp, pp=pp)
+                             max_num_batched_tokens=max_num_batched_tokens, act_bytes=ROW_ITEMSIZE[dtype], tp=tp, pp=pp,
+                             dtype=dtype.value)
     except (NotModelled, UnsupportedError) as exc:
         return None, f"no speed: {exc}"
 

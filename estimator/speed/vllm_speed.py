@@ -55,6 +55,8 @@ __all__ = ["ENGINE", "DecodeCount", "NotModelled", "cudagraph_capture_sizes", "d
            "serving_speed"]
 
 ENGINE = "vllm"
+_DTYPES = {1: "float8", 2: "bfloat16", 4: "float32"}  # the compute dtype of activations of these bytes, unless named
+_NOT_DECODER = ("vision", "visual", "multi_modal_projector", "mm_projector", "image_newline")  # run once per image, not per step
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 
 
@@ -123,11 +125,12 @@ def _read_model(model: nn.Module) -> _Model:
         raise NotModelled(f"{type(config).__name__} names no hidden_size, num_attention_heads and num_hidden_layers")
     output = built.get_output_embeddings()
     embedding = built.get_input_embeddings()
-    seen: set[int] = set()
     linears = []
+    skipped = {id(p) for name, p in model.named_parameters() if any(part in name for part in _NOT_DECODER)}
+    seen: set[int] = set(skipped)  # an image-text model's vision tower runs once per image, not in a decode step
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
-        if not isinstance(weight, nn.Parameter) or weight.dim() != 2 or module is embedding:
+        if not isinstance(weight, nn.Parameter) or weight.dim() != 2 or module is embedding or id(weight) in skipped:
             continue
         if isinstance(module, nn.Linear):
             fan_in, fan_out = module.in_features, module.out_features
@@ -168,14 +171,15 @@ def _attention_positions(layout: Any, positions: int) -> list[int]:
     return [positions if layer.window is None else min(positions, layer.window) for layer in layout.attention]
 
 
-def decode_count(model: nn.Module, layout: Any, *, batch: int, padded: int, context: int, act_bytes: int, tp: int = 1) -> DecodeCount:
+def decode_count(model: nn.Module, layout: Any, *, batch: int, padded: int, context: int, act_bytes: int, tp: int = 1,
+                 dtype: str | None = None) -> DecodeCount:
     """The decode step of ``batch`` sequences with ``context`` positions each in the cache (module docstring);
     ``padded``: the rows the CUDA graph runs (``batch`` where eager); ``layout``: the KV layout of one rank
     (:func:`estimator.serving.kv.kv_layout` of every layer, ``tp`` given)."""
     shape = _read_model(model)
     if layout.recurrent:
         raise NotModelled("recurrent (Mamba) layers' decode kernels are not modelled yet")
-    dtype = {1: "float8", 2: "bfloat16", 4: "float32"}.get(act_bytes, "float32")
+    dtype = dtype or _DTYPES.get(act_bytes, "float32")
     ops: list[OpCost] = [OpCost("embedding", 0, padded * shape.embedding_row_bytes // tp, padded * shape.hidden * act_bytes, dtype,
                                 "vocabulary-parallel gather")]
     linear_flops = 0
@@ -211,11 +215,12 @@ def decode_count(model: nn.Module, layout: Any, *, batch: int, padded: int, cont
     return DecodeCount(PhaseCost(Phase.DECODE, tuple(ops), batch), weights, kv_read, kv_write, attention, linear_flops)
 
 
-def prefill_counts(model: nn.Module, layout: Any, *, prompt: int, chunk: int, act_bytes: int, tp: int = 1) -> list[PhaseCost]:
+def prefill_counts(model: nn.Module, layout: Any, *, prompt: int, chunk: int, act_bytes: int, tp: int = 1,
+                   dtype: str | None = None) -> list[PhaseCost]:
     """The chunks of one prompt of ``prompt`` tokens under chunked prefill (``chunk`` tokens each): the weights read
     once a chunk, causal attention over the positions so far, the logits of the last token only."""
     shape = _read_model(model)
-    dtype = {1: "float8", 2: "bfloat16", 4: "float32"}.get(act_bytes, "float32")
+    dtype = dtype or _DTYPES.get(act_bytes, "float32")
     heads = max(shape.heads // tp, 1)
     out = []
     for start in range(0, prompt, chunk):
@@ -259,7 +264,8 @@ def _comm(transfers: tuple[Transfer, ...], hardware: Hardware, gpus: int) -> tup
 
 
 def serving_speed(model: nn.Module, layout: Any, hardware: Hardware, *, concurrency: int, max_model_len: int, max_num_seqs: int,
-                  max_num_batched_tokens: int, act_bytes: int, tp: int = 1, pp: int = 1) -> tuple[dict[str, Any], str]:
+                  max_num_batched_tokens: int, act_bytes: int, tp: int = 1, pp: int = 1,
+                  dtype: str | None = None) -> tuple[dict[str, Any], str]:
     """The ``speed`` object of a serving row and its note (module docstring); raises :class:`NotModelled`."""
     from estimator.speed.comm import LINK_FRACTION
 
@@ -270,7 +276,7 @@ def serving_speed(model: nn.Module, layout: Any, hardware: Hardware, *, concurre
     sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens)
     graph = padded_batch(concurrency, sizes)
     padded = graph or concurrency
-    count = decode_count(model, layout, batch=concurrency, padded=padded, context=context, act_bytes=act_bytes, tp=tp)
+    count = decode_count(model, layout, batch=concurrency, padded=padded, context=context, act_bytes=act_bytes, tp=tp, dtype=dtype)
     step = phase_time(count.cost, hardware, launch_hidden=graph is not None, label=Label.MODELLED)
     gpus = tp * pp
     transfers = (*tensor_parallel_transfers(tokens=padded, hidden=shape.hidden, layers=shape.layers, vocab=shape.vocab,
@@ -278,7 +284,8 @@ def serving_speed(model: nn.Module, layout: Any, hardware: Hardware, *, concurre
                  *pipeline_transfers(tokens=padded, hidden=shape.hidden, act_bytes=act_bytes, pp=pp))
     comm_s, comm_bytes, link, rate = _comm(transfers, hardware, gpus)
     decode_s = step.seconds + comm_s
-    chunks = prefill_counts(model, layout, prompt=max_model_len, chunk=max_num_batched_tokens, act_bytes=act_bytes, tp=tp)
+    chunks = prefill_counts(model, layout, prompt=max_model_len, chunk=max_num_batched_tokens, act_bytes=act_bytes, tp=tp,
+                            dtype=dtype)
     chunk_times: list[PhaseTime] = [phase_time(c, hardware, launch_hidden=False, label=Label.MODELLED) for c in chunks]
     prefill_comm = 0.0
     for c in chunks:
