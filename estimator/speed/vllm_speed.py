@@ -215,6 +215,16 @@ def decode_count(model: nn.Module, layout: Any, *, batch: int, padded: int, cont
     return DecodeCount(PhaseCost(Phase.DECODE, tuple(ops), batch), weights, kv_read, kv_write, attention, linear_flops)
 
 
+def _positions_sum(first: int, last: int, window: int | None) -> int:
+    """``sum(min(p, window) for p in range(first + 1, last + 1))`` in closed form (each query at position ``p`` attends
+    to ``p`` positions, a sliding layer's to its window at most)."""
+    def upto(n: int) -> int:
+        if window is None or n <= window:
+            return n * (n + 1) // 2
+        return window * (window + 1) // 2 + (n - window) * window
+    return upto(last) - upto(first)
+
+
 def prefill_counts(model: nn.Module, layout: Any, *, prompt: int, chunk: int, act_bytes: int, tp: int = 1,
                    dtype: str | None = None) -> list[PhaseCost]:
     """The chunks of one prompt of ``prompt`` tokens under chunked prefill (``chunk`` tokens each): the weights read
@@ -235,7 +245,7 @@ def prefill_counts(model: nn.Module, layout: Any, *, prompt: int, chunk: int, ac
                               lin.weight_bytes // tp + rows * lin.fan_in * act_bytes, rows * lin.fan_out * act_bytes, dtype))
         for layer in layout.attention:
             w = layer.window
-            covered = sum(p if w is None else min(p, w) for p in range(start + 1, start + t + 1))
+            covered = _positions_sum(start, start + t, w)
             prior = start if w is None else min(start, w)
             io = t * heads * shape.head_dim * act_bytes
             ops.append(OpCost("reshape_and_cache", 0, t * layer.bytes_per_token, t * layer.bytes_per_token, dtype))
