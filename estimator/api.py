@@ -224,6 +224,7 @@ def _rows_estimate(resolved: Resolved, options: Options, *, cross_check: bool, t
 
         rows = peak_rows(resolved, options.load, options.work, options.hardware, options.parallel,
                          speed=row_speed(options, resolved))  # rows[].speed with --gpu (docs/speed.md)
+        rows = _strategy_speed(rows, options)
     if rows is None:
         from estimator.load import rows as loadrows
 
@@ -240,6 +241,32 @@ def _rows_estimate(resolved: Resolved, options: Options, *, cross_check: bool, t
         options=options.shaping(resolved.revision if resolved.source == "hub" else None),
         rows=rows,
     )
+
+
+def _strategy_speed(rows: tuple[Row, ...], options: Options) -> tuple[Row, ...]:
+    """A ``--strategy`` training row's gradient synchronisation on the GPU ``--gpu`` names (one node, full fine-tuning:
+    :func:`estimator.speed.comm.data_parallel_answer`); other rows unchanged (docs/speed.md, "Several GPUs")."""
+    parallel = options.parallel
+    if parallel.strategy is None or options.mode is not Mode.TRAINING or options.hardware.gpu is None:
+        return rows
+    from estimator.speed.comm import data_parallel_answer
+    from estimator.speed.hardware import find_hardware
+
+    hardware = find_hardware(options.hardware.gpu)
+    out = []
+    for row in rows:
+        if row.peak_bytes is None or row.total_bytes is None:
+            out.append(row)
+            continue
+        if parallel.nodes > 1:
+            answer, note = None, "no speed: the network between nodes is not in the hardware table, so the gradients' time is not modelled"
+        elif options.work.training.lora_rank is not None:
+            answer, note = None, "no speed: under a strategy only full fine-tuning's gradient synchronisation is modelled yet"
+        else:
+            answer, note = data_parallel_answer(weights_bytes=row.total_bytes, gpus=parallel.gpus, strategy=parallel.strategy.value,
+                                                hardware=hardware)
+        out.append(replace(row, speed=answer, notes=(*row.notes, note)))
+    return tuple(out)
 
 
 def gguf_speed(options: Options) -> Any:

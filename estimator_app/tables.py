@@ -159,7 +159,7 @@ def speed_words(estimate: Estimate) -> list[str]:
     for row in estimate.rows:
         if not row.speed:
             continue
-        fits = (row.fit or {}).get("fits")
+        fits = (row.fit or row.serving or {}).get("fits")  # a serving row's plan is its fit (vLLM starts)
         verdict = "fits · " if fits is True else "does not fit · " if fits is False else ""
         out.append(f"{row.dtype}: {verdict}{short_speed(row.speed)} on {row.speed.get('hardware')} ({row.speed.get('label')})")
     return out

@@ -392,7 +392,7 @@ def _serving_table(shown: pd.DataFrame) -> pd.DataFrame:
         "Weights GiB": (shown["total_bytes"].astype("Float64") / GiB).round(2),
         "Max seqs": pd.array([p[3] for p in plans], dtype="Int64"),
         "Max batched tokens": pd.array([p[4] for p in plans], dtype="Int64"),
-        SPEED: pd.array([None] * len(shown), dtype="Float64"),  # vLLM's throughput is not modelled yet (docs/speed.md)
+        SPEED: _speed(shown),  # vLLM's decode tokens/s summed over the plan's concurrency (docs/speed.md, "vLLM serving")
         "vLLM starts": ["yes" if f is True else "no" if f is False else "" for f in shown["fits"].astype(object)],
         "Method": shown["method"].astype("string"),
         "Architecture": shown["architecture"].astype("string"),

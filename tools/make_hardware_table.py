@@ -162,10 +162,73 @@ about = ("Hardware for the time model: memory (bytes, the vendor's stated capaci
          "H200 and GB200 whose 141 GB / 186 GB are decimal), peak memory bandwidth (bytes/s, decimal as vendors state it), dense "
          "peak FLOP/s per compute dtype (no 2:4 sparsity; fp16/bf16 tensor cores with FP32 accumulate unless the key says "
          "fp16_acc16), compute units (SMs / CUs), each with the vendor page it is read from; 'derived' says how a figure is "
-         "computed where the vendor states its parts (SMs x clock x per-SM rate from the architecture whitepaper).")
+         "computed where the vendor states its parts (SMs x clock x per-SM rate from the architecture whitepaper); GPU links: "
+         "pcie_bytes_s (the slot's bytes/s in one direction), gpu_link_bytes_s (NVLink, one direction: half the data sheet's "
+         "bidirectional figure) and gpu_link_gpus (GPUs it joins), from link_source.")
 for e in entries:
     if e.get("chip", "").startswith(("M3", "M4")):
         e["derived"] += "; the GPU clock (1.38 GHz M3, 1.58 GHz M4) is a public measurement, not an Apple figure: FLOP/s approximate"
+# Links between GPUs (for the communication of several GPUs, estimator/speed/comm.py). PCIe: the slot's generation and
+# lanes as each product page or data sheet states them; bytes/s per direction = lanes x the PCI-SIG transfer rate x 128b/130b
+# encoding / 8 (Gen3 8 GT/s: 0.985 GB/s a lane, Gen4 16 GT/s: 1.969, Gen5 32 GT/s: 3.938; x16: 15.75, 31.5, 63.0 GB/s).
+# NVLink: the data sheets state the total of both directions ("NVLink: 900GB/s"); per direction is half. gpu_link_gpus: how
+# many GPUs the link joins (8 on an HGX/DGX board through NVSwitch, 72 in a GB200 NVL72 rack, 2 for a bridge).
+PCIE_LANE_GBS = {3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8, 5: 32 * 128 / 130 / 8}
+PCIE_SRC = "PCI-SIG PCI Express Base Specification 3.0/4.0/5.0 (8/16/32 GT/s per lane, 128b/130b encoding)"
+LINKS: dict[str, tuple[int | None, int, float | None, int | None, str]] = {}  # name: (PCIe gen, lanes, NVLink GB/s both directions, GPUs joined, source)
+for n in ("RTX 3060", "RTX 3060 Ti", "RTX 3070", "RTX 3070 Ti", "RTX 3080", "RTX 3080 Ti", "RTX 3090 Ti"):
+    LINKS[n] = (4, 16, None, None, G30 + " (PCI Express Gen 4)")
+LINKS["RTX 3090"] = (4, 16, 112.5, 2, GA102_WP + " (GeForce RTX 3090: third-generation NVLink bridge, 112.5 GB/s total, two GPUs) ; " + G30)
+for n in ("RTX 4060", "RTX 4060 Ti", "RTX 4060 Ti 16GB"):
+    LINKS[n] = (4, 8, None, None, G40 + " (PCI Express Gen 4 x8)")
+for n in ("RTX 4070", "RTX 4070 Super", "RTX 4070 Ti", "RTX 4070 Ti Super", "RTX 4080", "RTX 4080 Super", "RTX 4090"):
+    LINKS[n] = (4, 16, None, None, G40 + " (PCI Express Gen 4; no NVLink on Ada GeForce)")
+for n in ("RTX 5060", "RTX 5060 Ti"):
+    LINKS[n] = (5, 8, None, None, G50 + " (PCI Express Gen 5 x8)")
+for n in ("RTX 5070", "RTX 5070 Ti", "RTX 5080", "RTX 5090"):
+    LINKS[n] = (5, 16, None, None, G50 + " (PCI Express Gen 5)")
+LINKS["RTX A4000"] = (4, 16, None, None, PA + " (NVIDIA RTX A4000 datasheet: PCI Express Gen 4 x16)")
+for n in ("RTX A4500", "RTX A5000", "RTX A6000"):
+    LINKS[n] = (4, 16, 112.5, 2, PA + f" (NVIDIA {n} datasheet: PCI Express Gen 4 x16; NVLink bridge 112.5 GB/s bidirectional, two GPUs)")
+for n in ("RTX 4000 Ada", "RTX 5000 Ada", "RTX 6000 Ada"):
+    LINKS[n] = (4, 16, None, None, PA + f" ({n} datasheet: PCI Express Gen 4 x16, no NVLink)")
+LINKS["RTX PRO 6000 Blackwell"] = (5, 16, None, None, "https://www.nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000/ (PCI Express Gen 5 x16)")
+LINKS["T4"] = (3, 16, None, None, "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf (PCIe Gen3 x16)")
+for n in ("V100 16GB", "V100 32GB"):
+    LINKS[n] = (3, 16, 300, 8, V100 + " (V100 SXM2: NVLink 300 GB/s; PCIe Gen3 32 GB/s both directions)")
+LINKS["V100 PCIe 16GB"] = (3, 16, None, None, V100 + " (V100 PCIe: PCIe Gen3 32 GB/s both directions)")
+LINKS["A10"] = (4, 16, None, None, "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf (PCIe Gen4 64 GB/s both directions)")
+LINKS["A10G"] = (4, 16, None, None, "https://aws.amazon.com/ec2/instance-types/g5/ (A10G, PCIe Gen4)")
+LINKS["A30"] = (4, 16, 200, 2, "https://www.nvidia.com/content/dam/en-zz/Solutions/data-center/products/a30-gpu/pdf/a30-datasheet.pdf (PCIe Gen4 64 GB/s; third-gen NVLink bridge 200 GB/s)")
+LINKS["A40"] = (4, 16, 112.5, 2, "https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf (PCIe Gen4 x16; NVLink bridge 112.5 GB/s bidirectional, two GPUs)")
+for n in ("A100 40GB", "A100 80GB"):
+    LINKS[n] = (4, 16, 600, 8, A100 + " (A100 SXM: NVLink 600 GB/s, HGX A100 NVSwitch; PCIe Gen4 64 GB/s)")
+for n, src in (("L4", "https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet"),
+               ("L40", "https://images.nvidia.com/content/Solutions/data-center/vgpu-L40-datasheet.pdf"),
+               ("L40S", "https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413")):
+    LINKS[n] = (4, 16, None, None, src + " (PCIe Gen4 x16 64 GB/s, no NVLink)")
+LINKS["H100 80GB"] = (5, 16, 900, 8, H100 + " (H100 SXM: NVLink 900 GB/s, HGX H100 NVSwitch; PCIe Gen5 128 GB/s)")
+LINKS["H100 PCIe"] = (5, 16, 600, 2, H100 + " (H100 PCIe: NVLink bridge 600 GB/s; PCIe Gen5 128 GB/s)")
+LINKS["H100 NVL"] = (5, 16, 600, 2, H100 + " (H100 NVL: NVLink 600 GB/s, a pair; PCIe Gen5 128 GB/s)")
+LINKS["H200"] = (5, 16, 900, 8, "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: NVLink 900 GB/s; PCIe Gen5 128 GB/s)")
+LINKS["B200"] = (5, 16, 1800, 8, "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200: fifth-generation NVLink 1.8 TB/s per GPU, NVSwitch; PCIe Gen5)")
+LINKS["GB200"] = (None, 0, 1800, 72, "https://www.nvidia.com/en-us/data-center/gb200-nvl72/ (NVLink 1.8 TB/s per GPU across the 72 GPUs of the rack)")
+for n in ("MI100", "MI210", "MI250X"):
+    LINKS[n] = (4, 16, None, None, "AMD Instinct data sheet (PCIe Gen4 x16; the Infinity Fabric links between GPUs are not modelled here)")
+for n in ("MI300X", "MI325X"):
+    LINKS[n] = (5, 16, None, None, "AMD Instinct data sheet (PCIe Gen5 x16; the Infinity Fabric links between GPUs are not modelled here)")
+for n in ("RX 7900 XTX", "RX 7900 XT", "RX 7800 XT"):
+    LINKS[n] = (4, 16, None, None, RX + " (PCI Express 4.0 x16)")
+LINKS["RX 9070 XT"] = (5, 16, None, None, RX + " (PCI Express 5.0 x16)")
+for e in entries:
+    if e["name"] not in LINKS:
+        continue
+    gen, lanes, nvlink, joined, src = LINKS[e["name"]]
+    e["pcie_bytes_s"] = int(round(PCIE_LANE_GBS[gen] * lanes * 1e9)) if gen else None
+    e["pcie"] = f"PCIe Gen{gen} x{lanes}" if gen else None
+    e["gpu_link_bytes_s"] = int(nvlink / 2 * 1e9) if nvlink else None
+    e["gpu_link_gpus"] = joined
+    e["link_source"] = src + " ; " + PCIE_SRC
 with open("estimator/fit/data/gpus.json", encoding="utf-8") as f:
     fit = {g["name"]: g for g in json.load(f)["gpus"]}
 for e in entries:

@@ -101,15 +101,47 @@ def serving_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, gpu: GPU) -
                       vllm_version=serving.vllm_version.value, quantization=_quant_name(config, serving), vllm_quantization=scheme,
                       limiting_stage=limiting, profile_phase=profile.phase,
                       ranks=[_rank_dict(stage, plan_s, prof) for stage, (plan_s, prof) in enumerate(stages)])
+        speed, speed_note = _speed(model, config, dtype, kv_bytes, serving, result, gpu, scheme, max_model_len=max_model_len,
+                                   max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
         rows.append(replace(
             load_row,
             peak_bytes=sum(components.values()),
             components=components,
             method="simulated",
             serving=served,
-            notes=(*load_row.notes, scheme_note, *_notes(result, gpu_name, serving.kv_cache_dtype, profile, serving, limiting), *result.notes),
+            speed=speed,
+            notes=(*load_row.notes, scheme_note, *_notes(result, gpu_name, serving.kv_cache_dtype, profile, serving, limiting), *result.notes,
+                   *((speed_note,) if speed_note else ())),
         ))
     return tuple(rows)
+
+
+def _speed(model: Any, config: Any, dtype: DType, kv_bytes: int, serving: ServingSpec, result: ServingPlan, gpu: GPU, scheme: str, *,
+           max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> tuple[dict[str, Any] | None, str | None]:
+    """vLLM's decode throughput at the plan's concurrency and its time to first token on ``gpu`` where the hardware table
+    knows it (``--gpu-memory`` alone has no bandwidth: no speed, no note); docs/speed.md "vLLM serving"."""
+    from estimator.serving.kv import kv_layout
+    from estimator.speed.hardware import find_hardware
+    from estimator.speed.vllm_speed import NotModelled, serving_speed
+
+    try:
+        hardware = find_hardware(gpu.name)
+    except BadOptionError:
+        return None, None
+    if scheme != "none":
+        return None, f"no speed: vLLM's {scheme} kernels (quantized weights) are not modelled yet"
+    if serving.kv_cache_dtype is KVCacheDType.FP8:
+        return None, "no speed: an fp8 KV cache's attention kernels are not modelled yet"
+    tp, pp = serving.tensor_parallel_size, serving.pipeline_parallel_size
+    blocks = result.blocks
+    concurrency = min(max_num_seqs, int(blocks.max_concurrency)) if blocks.blocks_per_request else 0
+    try:
+        layout = kv_layout(config, dtype_bytes=kv_bytes, tp=tp, model_bytes=ROW_ITEMSIZE[dtype])
+        return serving_speed(model, layout, hardware, concurrency=concurrency, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                             max_num_batched_tokens=max_num_batched_tokens, act_bytes=ROW_ITEMSIZE[dtype], tp=tp, pp=pp,
+                             dtype=dtype.value)
+    except (NotModelled, UnsupportedError) as exc:
+        return None, f"no speed: {exc}"
 
 
 def _quant_name(config: Any, serving: ServingSpec) -> str:

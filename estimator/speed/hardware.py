@@ -63,6 +63,14 @@ class Hardware:
     derived: str = ""
     chip: str = ""  # Apple: the chip (``"M2 Max"``)
     extra: dict[str, str] = field(default_factory=dict)
+    # links to other GPUs (estimator.speed.comm), from ``link_source``: the PCIe slot's bytes/s in one direction
+    # (lanes x the PCI-SIG rate), NVLink's in one direction (half the data sheet's bidirectional figure) and how many
+    # GPUs that link joins (8 through an HGX board's NVSwitch, 2 for a bridge); None where the machine has none
+    pcie_bytes_s: float | None = None
+    pcie: str | None = None
+    gpu_link_bytes_s: float | None = None
+    gpu_link_gpus: int | None = None
+    link_source: str = ""
 
     @property
     def usable_bytes(self) -> int:
@@ -99,7 +107,8 @@ def _key(name: str) -> str:
 
 
 _FIELDS = {"name", "vendor", "kind", "memory_bytes", "bandwidth_bytes_s", "flops", "source", "stated", "aliases", "compute_units",
-           "compute_capability", "native_bf16", "derived", "chip"}
+           "compute_capability", "native_bf16", "derived", "chip", "pcie_bytes_s", "pcie", "gpu_link_bytes_s", "gpu_link_gpus",
+           "link_source"}
 
 
 @lru_cache(maxsize=1)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from estimator.peak.rows import RowSpeed
     from estimator.source.resolve import Resolved
 
-__all__ = ["RowCosts", "answer_on", "decode_at", "inference_answer", "kv_ops", "model_flops", "row_speed", "short_speed", "speed_cell", "training_answer"]
+__all__ = ["NOT_MEASURED", "RowCosts", "answer_on", "decode_at", "inference_answer", "kv_ops", "model_flops", "row_speed", "short_speed", "speed_cell", "training_answer"]
 
 ENGINE = "transformers"
 _ATTENTION_BACKWARD_MATMULS = 5  # flop_counter's SDPA backward: the scores recomputed + 4 gradient matmuls
@@ -83,8 +83,13 @@ def _why_no_peak(hardware: Hardware, dtype: DType) -> str | None:
     return None
 
 
+NOT_MEASURED = "error not measured: no public runs of transformers' generate or training loop are compared here"
+"""What a transformers row says in place of an error band: no measured runs of these engines are given to the bench
+(``bench/speed_accuracy.py`` measures llama.cpp's), so no band is invented; ``measured_error`` is null."""
+
+
 def _common(hardware: Hardware) -> dict[str, Any]:
-    return {"engine": ENGINE, "hardware": hardware.name, "label": Label.ROOFLINE.value}
+    return {"engine": ENGINE, "hardware": hardware.name, "label": Label.ROOFLINE.value, "measured_error": None}
 
 
 def inference_answer(costs: dict[Phase, PhaseCost], hardware: Hardware, *, batch: int, prompt: int, new_tokens: int,
@@ -135,7 +140,7 @@ def inference_answer(costs: dict[Phase, PhaseCost], hardware: Hardware, *, batch
         raise TraceError("no prefill, forward or decode phase was traced")
     out.update(bandwidth_bytes_s=main.bandwidth_bytes_s, peak_flops=(pre or main).peak_flops)
     note = (f"speed on {hardware.name} ({ENGINE}, roofline): " + "; ".join(words)
-            + f"; at {main.bandwidth_bytes_s / 1e9:,.0f} GB/s and {(pre or main).peak_flops / 1e12:,.1f} TFLOP/s achievable (docs/speed.md)")
+            + f"; at {main.bandwidth_bytes_s / 1e9:,.0f} GB/s and {(pre or main).peak_flops / 1e12:,.1f} TFLOP/s achievable ({NOT_MEASURED}; docs/speed.md)")
     return out, note
 
 
@@ -181,7 +186,7 @@ def training_answer(costs: dict[Phase, PhaseCost], hardware: Hardware, *, tokens
             + (f"({useful:,} model FLOPs: MFU {mfu:.1%} of {stated / 1e12:,.1f} TFLOP/s stated), " if useful is not None and mfu is not None
                else "(model FLOPs not told apart from gradient checkpointing's replay under LoRA: no MFU), ")
             + f"{out['step_bytes']:,} bytes moved; at {forward.bandwidth_bytes_s / 1e9:,.0f} GB/s and "
-            f"{forward.peak_flops / 1e12:,.1f} TFLOP/s achievable (docs/speed.md)")
+            f"{forward.peak_flops / 1e12:,.1f} TFLOP/s achievable ({NOT_MEASURED}; docs/speed.md)")
     return out, note
 
 
@@ -246,12 +251,17 @@ def speed_cell(row_costs: RowCosts, hardware: Hardware) -> str:
 
 def short_speed(answer: dict[str, Any]) -> str:
     """A few words of a speed answer for a table cell or the summary line ("~42 tok/s decode, TTFT 0.12 s")."""
+    comm = answer.get("communication")
+    if "step_s" not in answer and "decode_tokens_per_second" not in answer and isinstance(comm, dict):  # a --strategy row
+        return f"gradient sync {_seconds(comm['step_seconds'])} a step ({comm['strategy']}, {comm['gpus']} GPUs over {comm['link']})"
     if "step_s" in answer:
         mfu = answer["model_flops_utilization"]
         return (f"~{answer['train_tokens_per_second']:,.0f} tok/s training, step {_seconds(answer['step_s'])}"
                 + ("" if mfu is None else f", MFU {mfu:.0%}"))
     parts = []
-    if answer.get("decode_tokens_per_second"):
+    if answer.get("engine") == "vllm" and answer.get("decode_tokens_per_second"):  # serving: summed over the concurrent sequences
+        parts.append(f"~{answer['decode_tokens_per_second']:,.0f} tok/s decode over {answer['concurrency']:,} sequences")
+    elif answer.get("decode_tokens_per_second"):
         parts.append(f"~{answer['decode_tokens_per_second']:,.1f} tok/s decode")
     if answer.get("time_to_first_token_s") is not None:
         parts.append(f"TTFT {_seconds(answer['time_to_first_token_s'])}")
