@@ -31,7 +31,7 @@ from estimator.gguf.header import GGUFHeader, parse_header
 from estimator.gguf.hparams import hparams
 from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import HARDWARE, Kind, apple_working_set, find_hardware
-from estimator.speed.llamacpp import METAL_DEQUANT_SLOTS, LlamaCppRun, QuantGemm, _step, generation, prompt, tg_cost
+from estimator.speed.llamacpp import METAL_DEQUANT_SLOTS, METAL_QUARTER_RATE, LlamaCppRun, QuantGemm, _step, generation, prompt, tg_cost
 from estimator.speed.roofline import BANDWIDTH_FRACTION, FLOPS_FRACTION, KERNEL_FLOOR_S, op_seconds, phase_time
 from testkit.hub_process import REPO_ROOT, hub_env
 
@@ -247,7 +247,7 @@ def test_metal_batched_matmul_spends_alu_dequantizing_once_per_32_tokens() -> No
     mats = [t for t in header.tensors if t.name.startswith("blk.") and len([d for d in t.shape if d > 1]) >= 2]
     dequantizing = [op for op in dev.ops if op in dev.alu]  # in order: layer by layer, tensor by tensor
     assert [dev.alu[op] for op in dequantizing] == [METAL_DEQUANT_SLOTS[t.ggml_type] * t.shape[0] * t.shape[1] * 4 for t in mats]
-    assert METAL_DEQUANT_SLOTS["Q8_0"] == (2 + 16 * 3) / 16 + 1  # setup 2, load-convert-multiply per weight, the store
+    assert METAL_DEQUANT_SLOTS["Q8_0"] == (2 + 16 * (2 + METAL_QUARTER_RATE)) / 16 + 1  # setup 2, load-multiply and a quarter-rate convert a weight, the store
     op = next(iter(dev.alu))
     slots = dev.alu[op]
     compute, memory = op_seconds(op, mac, slots)

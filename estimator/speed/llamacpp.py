@@ -48,7 +48,7 @@ from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import Hardware, Kind, find_hardware
 from estimator.speed.roofline import KERNEL_FLOOR_S, Label, PhaseTime, phase_time
 
-__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer",
+__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "METAL_DEQUANT_SLOTS", "METAL_QUARTER_RATE", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer",
            "generation", "prompt", "speed", "tg_cost"]
 
 KERNEL_FLOOR_GRAPH_S = 3.4e-6
@@ -295,31 +295,48 @@ def _cublas_f16(t: TensorInfo, n: int, elems: int, cols: int, rows: int, hardwar
     return ops
 
 
-METAL_DEQUANT_SLOTS: dict[str, float] = {"F16": 1.125, "F32": 2.25, "Q4_0": 5.0, "Q4_1": 5.0, "Q8_0": 4.125, "Q2_K": 5.625,
-                                          "Q3_K": 10.0, "Q4_K": 6.375, "Q5_K": 10.625, "Q6_K": 10.75}
+METAL_QUARTER_RATE = 4
+"""Issue slots one 32-bit shift or integer <-> float conversion takes on an Apple GPU: P. Turner's metal-benchmarks
+(github.com/philipturner/metal-benchmarks, README "ALU Layout" and "Instruction Throughputs", M1 / A15 and later) lists
+``LSHIFT32`` and ``CONVERT(F->I), CONVERT(I->F)`` on the one "integer and complex math pipeline" at 4 cycles a
+throughput (``CONVERT(F->I32)``: throughput 4), where FADD / FMUL / FFMA and the bitwise ops issue one a cycle on the four
+FP32 / integer pipelines. Converting a float to a half is not on that pipeline ("most pipelines can accept 16-bit operands
+or write 16-bit results, with zero additional cost")."""
+
+_METAL_DEQUANT_OPS: dict[str, tuple[float, float, float]] = {
+    "F16": (2, 0, 0), "F32": (4, 1, 0), "Q4_0": (8, 2.5, 1), "Q4_1": (8, 2.5, 1), "Q8_0": (2, 2, 1), "Q2_K": (10, 3, 1),
+    "Q3_K": (32, 6, 1), "Q4_K": (22, 3, 1), "Q5_K": (26, 7, 1), "Q6_K": (28, 6, 2)}
+"""Per ``dequantize_<type>`` call of 16 weights: (setup instructions, full-rate instructions a weight, shifts and int ->
+float conversions a weight, at :data:`METAL_QUARTER_RATE`); :data:`METAL_DEQUANT_SLOTS` sums them."""
+
+METAL_DEQUANT_SLOTS: dict[str, float] = {t: (setup + 16 * (full + METAL_QUARTER_RATE * quarter)) / 16 + 1
+                                         for t, (setup, full, quarter) in _METAL_DEQUANT_OPS.items()}
 """Lane-instructions per weight that Metal's batched matmul (``kernel_mul_mm`` in ggml-metal.metal, the Sept 2023 form:
 64 x 32 tiles, 128 threads) spends putting a weight into threadgroup memory: each thread calls ``dequantize_<type>``
 for 16 weights and stores them to threadgroup memory. Counted from the source, one operation one instruction, as
-(setup of one call + 16 x the loop body) / 16 + 1 store:
+(setup of one call + 16 x the loop body) / 16 + 1 store, where a shift or an integer-to-float conversion counts
+:data:`METAL_QUARTER_RATE` (the integer and complex pipeline) and every other operation one:
 
-* F16: two 16-byte loads of the ``half4x4``, no arithmetic: 2/16 + 1 = 1.125; F32 four loads and 16 converts: 2.25;
+* F16: two 16-byte loads of the ``half4x4``, no arithmetic: 2/16 + 1 = 1.125; F32 four loads and 16 float -> half
+  conversions (full rate): 2.25;
 * Q4_0 / Q4_1: setup 8 (scale load, the two scales, offset, masks, pointer), per two weights a 16-bit load and per
-  weight mask, convert, multiply-add: (8 + 56) / 16 + 1 = 5;
-* Q8_0: setup 2, per weight load, convert, multiply: (2 + 48) / 16 + 1 = 4.125;
-* Q2_K: setup about 10, per weight load, mask, convert, multiply-add: (10 + 64) / 16 + 1 = 5.625;
-* Q3_K: setup about 32 (two 6-bit scale halves joined, masks, coefficients), per weight load, mask, convert, load of
-  the high bits, mask, select, multiply-add: (32 + 112) / 16 + 1 = 10;
-* Q4_K: setup about 22 (``get_scale_min_k4_just2``, scale and min), per weight load, mask, convert, multiply-add:
-  (22 + 64) / 16 + 1 = 6.375;
-* Q5_K: setup about 26, per weight load, mask, load of the high bits, mask, select, add, convert, multiply-add:
-  (26 + 128) / 16 + 1 = 10.625;
-* Q6_K: setup about 28, per weight two loads, two masks, shift, or, convert, multiply-add: (28 + 128) / 16 + 1 = 10.75.
+  weight mask, multiply-add and the conversion of the masked integer to float: (8 + 16 x (2.5 + 4)) / 16 + 1 = 8;
+* Q8_0: setup 2, per weight load, multiply and the conversion: (2 + 16 x (2 + 4)) / 16 + 1 = 7.125;
+* Q2_K: setup about 10, per weight load, mask, multiply-add and the conversion: (10 + 16 x (3 + 4)) / 16 + 1 = 8.625;
+* Q3_K: setup about 32 (two 6-bit scale halves joined, masks, coefficients), per weight load, mask, load of the high
+  bits, mask, select, multiply-add and the conversion: (32 + 16 x (6 + 4)) / 16 + 1 = 13;
+* Q4_K: setup about 22 (``get_scale_min_k4_just2``, scale and min), per weight load, mask, multiply-add and the
+  conversion: (22 + 16 x (3 + 4)) / 16 + 1 = 9.375;
+* Q5_K: setup about 26, per weight load, mask, load of the high bits, mask, select, add, multiply-add and the
+  conversion: (26 + 16 x (7 + 4)) / 16 + 1 = 13.625;
+* Q6_K: setup about 28, per weight two loads, two masks, or, multiply-add, the shift joining the high bits
+  (``(qh[i] & kmask1) << 2`` or ``<< 4``) and the conversion: (28 + 16 x (6 + 2 x 4)) / 16 + 1 = 16.75.
 
-The quarter rate of shifts on Apple GPUs (metal-benchmarks: 32 bit shifts per core-cycle against 128 adds) is not
-counted. A threadgroup covers 32 columns (tokens, ``BLOCK_SIZE_N``) and dequantizes its 64-row tile of the weight at
-every 32-deep step of K on the same ALUs that then run the simdgroup multiply-accumulates (Apple GPUs have no separate
-matrix units: metal-benchmarks), so a weight is dequantized once per 32 tokens and these instructions add to the
-matmul's ALU time (:func:`~estimator.speed.roofline.op_seconds`). Types not listed take the largest count."""
+The shifts in a call's setup are counted at one slot. A threadgroup covers 32 columns (tokens, ``BLOCK_SIZE_N``) and
+dequantizes its 64-row tile of the weight at every 32-deep step of K on the same ALUs that then run the simdgroup
+multiply-accumulates (Apple GPUs have no separate matrix units: metal-benchmarks), so a weight is dequantized once per
+32 tokens and these instructions add to the matmul's ALU time (:func:`~estimator.speed.roofline.op_seconds`). Types not
+listed take the largest count."""
 
 
 def _metal_dequant_slots(t: TensorInfo, n: int, elems: int) -> float:
