@@ -63,6 +63,9 @@ class Hardware:
     derived: str = ""
     chip: str = ""  # Apple: the chip (``"M2 Max"``)
     extra: dict[str, str] = field(default_factory=dict)
+    host_link_bytes_s: float | None = None
+    """A discrete GPU's link to the host, bytes/s each way, where its data sheet states one other than PCIe 4.0 x16
+    (``host_link`` says which); None: PCIe 4.0 x16 (:data:`estimator.speed.llamacpp.PCIE_BYTES_S`)."""
 
     @property
     def usable_bytes(self) -> int:
@@ -99,7 +102,7 @@ def _key(name: str) -> str:
 
 
 _FIELDS = {"name", "vendor", "kind", "memory_bytes", "bandwidth_bytes_s", "flops", "source", "stated", "aliases", "compute_units",
-           "compute_capability", "native_bf16", "derived", "chip"}
+           "compute_capability", "native_bf16", "derived", "chip", "host_link_bytes_s"}
 
 
 @lru_cache(maxsize=1)

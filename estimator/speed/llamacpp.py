@@ -27,8 +27,12 @@ CUDA / Metal / CPU kernels run them, each kernel timed by the roofline (:mod:`es
 * **offload** (``n_gpu_layers`` below all): the first layers stay on the CPU (llama.cpp's
   ``i_gpu_start``, :mod:`estimator.gguf.offload`); in tg they run on the host at the RAM's
   bandwidth; in pp llama.cpp copies their weights to the GPU for each micro-batch (batches of 32
-  tokens and more) over PCIe (:data:`PCIE_BYTES_S`) and multiplies there. ``offload_kqv`` False
+  tokens and more) over the GPU's host link (:func:`host_link`) and multiplies there. ``offload_kqv`` False
   keeps the KV cache and attention on the host (``-nkvo``).
+* **host link** (a discrete GPU): each step the token embeddings, looked up on the host where ``token_embd`` stays,
+  cross to the GPU (``n_embd x 4`` bytes a token), and after it the host copies back the logits it asked for,
+  ``n_vocab x 4`` bytes a token (``ggml_backend_tensor_get`` of the result into the context's logits buffer, inside
+  ``llama_decode``): one token's in llama-bench and llama-cli, every token's in llama-perplexity.
 
 Labelled ``modelled``: the FLOP and byte counts are exact for the kernels named; the times are the
 roofline's, with its published constants.
@@ -48,18 +52,26 @@ from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import Hardware, Kind, find_hardware
 from estimator.speed.roofline import KERNEL_FLOOR_S, Label, PhaseTime, phase_time
 
-__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "METAL_DEQUANT_SLOTS", "METAL_QUARTER_RATE", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer",
+__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "METAL_DEQUANT_SLOTS", "METAL_QUARTER_RATE", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer", "host_link",
            "generation", "prompt", "speed", "tg_cost"]
 
 KERNEL_FLOOR_GRAPH_S = 3.4e-6
 """A kernel's least time inside a CUDA graph: NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019,
 https://developer.nvidia.com/blog/cuda-graphs/) measures 3.4 us per kernel for the same short kernels
-replayed from a graph (3.8 us launched one by one). llama.cpp captures its batch-1 decode in a CUDA
+replayed from a graph (3.8 us launched one by one; the figures checked against a public transcription of the blog's
+code and timings, :data:`~estimator.speed.roofline.KERNEL_FLOOR_S`). llama.cpp captures its batch-1 decode in a CUDA
 graph from build b2822 (PR #6766, May 2024) on Ampere and newer; Volta and older run without."""
 
 PCIE_BYTES_S = 31.5e9
 """PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 encoding / 8 bits = 31.5 GB/s each way (PCI-SIG PCI Express
-Base Specification 4.0); what llama.cpp's copies of CPU-held weights to the GPU cross in pp."""
+Base Specification 4.0); what llama.cpp's copies of CPU-held weights to the GPU cross in pp, and the logits back to the
+host after every step, on a GPU whose data sheet states no other link (:attr:`Hardware.host_link_bytes_s`)."""
+
+
+def host_link(hardware: Hardware) -> float:
+    """Bytes/s each way between the host and a discrete GPU: its data sheet's link
+    (:attr:`~estimator.speed.hardware.Hardware.host_link_bytes_s`), else PCIe 4.0 x16 (:data:`PCIE_BYTES_S`)."""
+    return hardware.host_link_bytes_s or PCIE_BYTES_S
 
 DEFAULT_HOST = "CPU DDR5-5600 2ch 64GB"
 _PLAIN = {"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"}
@@ -350,6 +362,7 @@ class _Side:
     weight_bytes: int = 0
     kv_bytes: int = 0
     alu: dict[OpCost, float] = field(default_factory=dict)  # lane-instructions beyond an op's FLOPs (Metal's in-kernel dequantization)
+    link_bytes: int = 0  # bytes crossing a discrete GPU's host link in a step beside weights: embeddings in, logits out (:func:`_step`)
 
     def merge(self, other: _Side) -> None:
         self.ops += other.ops
@@ -371,7 +384,8 @@ def _add_matmul(side: _Side, t: TensorInfo, n: int, run: LlamaCppRun, hardware: 
 
 def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: LlamaCppRun, gpu: Hardware, host: Hardware,
           logits: int) -> tuple[_Side, _Side, int]:
-    """One forward of ``n`` tokens over ``n_kv`` cells: the GPU's ops, the host's ops, and bytes copied over PCIe."""
+    """One forward of ``n`` tokens over ``n_kv`` cells: the GPU's ops, the host's ops, and the weight bytes copied to the GPU
+    over its host link (the GPU side's ``link_bytes`` holds the embeddings in and the logits out)."""
     inputs, layers, output = _groups(tensors, hp)
     on_cpu = _layers_on_cpu(hp, run)
     dev, cpu = _Side(), _Side()
@@ -381,6 +395,8 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
             row = t.n_bytes // max(_elements(t) // t.shape[0], 1)
             cpu.ops.append(OpCost("get_rows (token_embd)", 0, n * row, n * hp.n_embd * _F32, "fp32", formula="elementwise"))
             cpu.weight_bytes += n * row
+            if gpu.kind is Kind.GPU and (on_cpu < hp.n_layer or n >= 32):  # the hidden state crosses to the GPU once
+                dev.link_bytes += n * hp.n_embd * _F32
     for il in range(hp.n_layer):
         layer = layers.get(il, [])
         side = cpu if il < on_cpu else dev
@@ -404,6 +420,8 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
         if _is_matrix(t):
             _add_matmul(head, t, logits, run, head_hw)
             head.weight_bytes += t.n_bytes
+            if head is dev and gpu.kind is Kind.GPU:  # the logits, F32, copied to the host's buffer after the graph
+                dev.link_bytes += logits * t.shape[1] * _F32
         else:
             head.ops.append(_small("output norm", n, hp.n_embd, 3))
     return dev, cpu, copied
@@ -439,10 +457,11 @@ def generation(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *
         cpu = _Side()
     graphs = run.cuda_graphs and hardware.vendor == "nvidia" and float(hardware.compute_capability or 0) >= 8.0
     g, h = _time(dev, Phase.DECODE, 1, hardware, graphs), _time(cpu, Phase.DECODE, 1, host_hw, False)
-    seconds = (g.seconds if g else 0.0) + (h.seconds if h else 0.0)
+    t_copy = dev.link_bytes / host_link(hardware)
+    seconds = (g.seconds if g else 0.0) + (h.seconds if h else 0.0) + t_copy
     moved = (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
     flops = (g.flops if g else 0) + (h.flops if h else 0)
-    return LlamaCppSpeed(Phase.DECODE, 1 / seconds, n_gen, seconds * n_gen, g, h, 0.0, dev.weight_bytes + cpu.weight_bytes,
+    return LlamaCppSpeed(Phase.DECODE, 1 / seconds, n_gen, seconds * n_gen, g, h, t_copy * n_gen, dev.weight_bytes + cpu.weight_bytes,
                          dev.kv_bytes + cpu.kv_bytes, moved, flops, hardware.name,
                          notes=(f"at the mean context {context:,}; launch floor {'3.4 us (CUDA graphs)' if graphs else '3.8 us'} per kernel",))
 
@@ -468,7 +487,7 @@ def prompt(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_
             dev.merge(cpu)
             cpu = _Side()
         g, h = _time(dev, Phase.PREFILL, n, hardware, False), _time(cpu, Phase.PREFILL, n, host_hw, False)
-        t_copy = copied / PCIE_BYTES_S
+        t_copy = (copied + dev.link_bytes) / host_link(hardware)
         seconds += (g.seconds if g else 0.0) + (h.seconds if h else 0.0) + t_copy
         transfer += t_copy
         moved += (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
