@@ -344,7 +344,9 @@ for 16 weights and stores them to threadgroup memory. Counted from the source, o
 * Q6_K: setup about 28, per weight two loads, two masks, or, multiply-add, the shift joining the high bits
   (``(qh[i] & kmask1) << 2`` or ``<< 4``) and the conversion: (28 + 16 x (6 + 2 x 4)) / 16 + 1 = 16.75.
 
-The shifts in a call's setup are counted at one slot. A threadgroup covers 32 columns (tokens, ``BLOCK_SIZE_N``) and
+The loop bodies were re-read for this count in a 2024 copy of ggml-metal.metal (the same ``dequantize_q4_0`` ...
+``dequantize_q6_K`` forms: Q4_0 / Q4_1 scale by 1/16 and 1/256 instead of shifting, Q2_K and Q3_K by ``coef``, Q6_K
+shifts ``qh[i] & kmask1`` left by 2 or 4). The shifts in a call's setup are counted at one slot. A threadgroup covers 32 columns (tokens, ``BLOCK_SIZE_N``) and
 dequantizes its 64-row tile of the weight at every 32-deep step of K on the same ALUs that then run the simdgroup
 multiply-accumulates (Apple GPUs have no separate matrix units: metal-benchmarks), so a weight is dequantized once per
 32 tokens and these instructions add to the matmul's ALU time (:func:`~estimator.speed.roofline.op_seconds`). Types not
