@@ -386,7 +386,7 @@ def summary(figs: list[Figure]) -> tuple[list[str], dict[str, dict[str, float]]]
         s = stats[phase]
         lines.append(f"{phase}: {len(errs)} figures, median |error| {s['median_abs'] * 100:.1f}%, estimate/measured median "
                      f"{s['median_ratio']:.2f} (10-90%: {s['p10']:.2f}-{s['p90']:.2f}, range {s['min']:.2f}-{s['max']:.2f}); within "
-                     f"+-{TARGET[phase] * 100:.0f}%: {within}/{len(errs) + missing} ({within / (len(errs) + missing) * 100:.0f}%)"
+                     f"+-{TARGET[phase] * 100:.0f}%: {within}/{len(errs) + missing} ({within / (len(errs) + missing) * 100:.1f}%)"
                      + (f", {missing} not modelled (counted as misses)" if missing else ""))
     return lines, stats
 

@@ -27,8 +27,12 @@ CUDA / Metal / CPU kernels run them, each kernel timed by the roofline (:mod:`es
 * **offload** (``n_gpu_layers`` below all): the first layers stay on the CPU (llama.cpp's
   ``i_gpu_start``, :mod:`estimator.gguf.offload`); in tg they run on the host at the RAM's
   bandwidth; in pp llama.cpp copies their weights to the GPU for each micro-batch (batches of 32
-  tokens and more) over PCIe (:data:`PCIE_BYTES_S`) and multiplies there. ``offload_kqv`` False
+  tokens and more) over the GPU's host link (:func:`host_link`) and multiplies there. ``offload_kqv`` False
   keeps the KV cache and attention on the host (``-nkvo``).
+* **host link** (a discrete GPU): each step the token embeddings, looked up on the host where ``token_embd`` stays,
+  cross to the GPU (``n_embd x 4`` bytes a token), and after it the host copies back the logits it asked for,
+  ``n_vocab x 4`` bytes a token (``ggml_backend_tensor_get`` of the result into the context's logits buffer, inside
+  ``llama_decode``): one token's in llama-bench and llama-cli, every token's in llama-perplexity.
 
 Labelled ``modelled``: the FLOP and byte counts are exact for the kernels named; the times are the
 roofline's, with its published constants.
@@ -48,18 +52,26 @@ from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import Hardware, Kind, find_hardware
 from estimator.speed.roofline import KERNEL_FLOOR_S, Label, PhaseTime, phase_time
 
-__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer",
+__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "METAL_DEQUANT_SLOTS", "METAL_QUARTER_RATE", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer", "host_link",
            "generation", "prompt", "speed", "tg_cost"]
 
 KERNEL_FLOOR_GRAPH_S = 3.4e-6
 """A kernel's least time inside a CUDA graph: NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019,
 https://developer.nvidia.com/blog/cuda-graphs/) measures 3.4 us per kernel for the same short kernels
-replayed from a graph (3.8 us launched one by one). llama.cpp captures its batch-1 decode in a CUDA
+replayed from a graph (3.8 us launched one by one; the figures checked against a public transcription of the blog's
+code and timings, :data:`~estimator.speed.roofline.KERNEL_FLOOR_S`). llama.cpp captures its batch-1 decode in a CUDA
 graph from build b2822 (PR #6766, May 2024) on Ampere and newer; Volta and older run without."""
 
 PCIE_BYTES_S = 31.5e9
 """PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 encoding / 8 bits = 31.5 GB/s each way (PCI-SIG PCI Express
-Base Specification 4.0); what llama.cpp's copies of CPU-held weights to the GPU cross in pp."""
+Base Specification 4.0); what llama.cpp's copies of CPU-held weights to the GPU cross in pp, and the logits back to the
+host after every step, on a GPU whose entry states no link (:attr:`Hardware.pcie_bytes_s`)."""
+
+
+def host_link(hardware: Hardware) -> float:
+    """Bytes/s each way between the host and a discrete GPU: its data sheet's link
+    (:attr:`~estimator.speed.hardware.Hardware.pcie_bytes_s`, from its data sheet), else PCIe 4.0 x16 (:data:`PCIE_BYTES_S`)."""
+    return hardware.pcie_bytes_s or PCIE_BYTES_S
 
 DEFAULT_HOST = "CPU DDR5-5600 2ch 64GB"
 _PLAIN = {"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"}
@@ -295,31 +307,50 @@ def _cublas_f16(t: TensorInfo, n: int, elems: int, cols: int, rows: int, hardwar
     return ops
 
 
-METAL_DEQUANT_SLOTS: dict[str, float] = {"F16": 1.125, "F32": 2.25, "Q4_0": 5.0, "Q4_1": 5.0, "Q8_0": 4.125, "Q2_K": 5.625,
-                                          "Q3_K": 10.0, "Q4_K": 6.375, "Q5_K": 10.625, "Q6_K": 10.75}
+METAL_QUARTER_RATE = 4
+"""Issue slots one 32-bit shift or integer <-> float conversion takes on an Apple GPU: P. Turner's metal-benchmarks
+(github.com/philipturner/metal-benchmarks, README "ALU Layout" and "Instruction Throughputs", M1 / A15 and later) lists
+``LSHIFT32`` and ``CONVERT(F->I), CONVERT(I->F)`` on the one "integer and complex math pipeline" at 4 cycles a
+throughput (``CONVERT(F->I32)``: throughput 4), where FADD / FMUL / FFMA and the bitwise ops issue one a cycle on the four
+FP32 / integer pipelines. Converting a float to a half is not on that pipeline ("most pipelines can accept 16-bit operands
+or write 16-bit results, with zero additional cost")."""
+
+_METAL_DEQUANT_OPS: dict[str, tuple[float, float, float]] = {
+    "F16": (2, 0, 0), "F32": (4, 1, 0), "Q4_0": (8, 2.5, 1), "Q4_1": (8, 2.5, 1), "Q8_0": (2, 2, 1), "Q2_K": (10, 3, 1),
+    "Q3_K": (32, 6, 1), "Q4_K": (22, 3, 1), "Q5_K": (26, 7, 1), "Q6_K": (28, 6, 2)}
+"""Per ``dequantize_<type>`` call of 16 weights: (setup instructions, full-rate instructions a weight, shifts and int ->
+float conversions a weight, at :data:`METAL_QUARTER_RATE`); :data:`METAL_DEQUANT_SLOTS` sums them."""
+
+METAL_DEQUANT_SLOTS: dict[str, float] = {t: (setup + 16 * (full + METAL_QUARTER_RATE * quarter)) / 16 + 1
+                                         for t, (setup, full, quarter) in _METAL_DEQUANT_OPS.items()}
 """Lane-instructions per weight that Metal's batched matmul (``kernel_mul_mm`` in ggml-metal.metal, the Sept 2023 form:
 64 x 32 tiles, 128 threads) spends putting a weight into threadgroup memory: each thread calls ``dequantize_<type>``
 for 16 weights and stores them to threadgroup memory. Counted from the source, one operation one instruction, as
-(setup of one call + 16 x the loop body) / 16 + 1 store:
+(setup of one call + 16 x the loop body) / 16 + 1 store, where a shift or an integer-to-float conversion counts
+:data:`METAL_QUARTER_RATE` (the integer and complex pipeline) and every other operation one:
 
-* F16: two 16-byte loads of the ``half4x4``, no arithmetic: 2/16 + 1 = 1.125; F32 four loads and 16 converts: 2.25;
+* F16: two 16-byte loads of the ``half4x4``, no arithmetic: 2/16 + 1 = 1.125; F32 four loads and 16 float -> half
+  conversions (full rate): 2.25;
 * Q4_0 / Q4_1: setup 8 (scale load, the two scales, offset, masks, pointer), per two weights a 16-bit load and per
-  weight mask, convert, multiply-add: (8 + 56) / 16 + 1 = 5;
-* Q8_0: setup 2, per weight load, convert, multiply: (2 + 48) / 16 + 1 = 4.125;
-* Q2_K: setup about 10, per weight load, mask, convert, multiply-add: (10 + 64) / 16 + 1 = 5.625;
-* Q3_K: setup about 32 (two 6-bit scale halves joined, masks, coefficients), per weight load, mask, convert, load of
-  the high bits, mask, select, multiply-add: (32 + 112) / 16 + 1 = 10;
-* Q4_K: setup about 22 (``get_scale_min_k4_just2``, scale and min), per weight load, mask, convert, multiply-add:
-  (22 + 64) / 16 + 1 = 6.375;
-* Q5_K: setup about 26, per weight load, mask, load of the high bits, mask, select, add, convert, multiply-add:
-  (26 + 128) / 16 + 1 = 10.625;
-* Q6_K: setup about 28, per weight two loads, two masks, shift, or, convert, multiply-add: (28 + 128) / 16 + 1 = 10.75.
+  weight mask, multiply-add and the conversion of the masked integer to float: (8 + 16 x (2.5 + 4)) / 16 + 1 = 8;
+* Q8_0: setup 2, per weight load, multiply and the conversion: (2 + 16 x (2 + 4)) / 16 + 1 = 7.125;
+* Q2_K: setup about 10, per weight load, mask, multiply-add and the conversion: (10 + 16 x (3 + 4)) / 16 + 1 = 8.625;
+* Q3_K: setup about 32 (two 6-bit scale halves joined, masks, coefficients), per weight load, mask, load of the high
+  bits, mask, select, multiply-add and the conversion: (32 + 16 x (6 + 4)) / 16 + 1 = 13;
+* Q4_K: setup about 22 (``get_scale_min_k4_just2``, scale and min), per weight load, mask, multiply-add and the
+  conversion: (22 + 16 x (3 + 4)) / 16 + 1 = 9.375;
+* Q5_K: setup about 26, per weight load, mask, load of the high bits, mask, select, add, multiply-add and the
+  conversion: (26 + 16 x (7 + 4)) / 16 + 1 = 13.625;
+* Q6_K: setup about 28, per weight two loads, two masks, or, multiply-add, the shift joining the high bits
+  (``(qh[i] & kmask1) << 2`` or ``<< 4``) and the conversion: (28 + 16 x (6 + 2 x 4)) / 16 + 1 = 16.75.
 
-The quarter rate of shifts on Apple GPUs (metal-benchmarks: 32 bit shifts per core-cycle against 128 adds) is not
-counted. A threadgroup covers 32 columns (tokens, ``BLOCK_SIZE_N``) and dequantizes its 64-row tile of the weight at
-every 32-deep step of K on the same ALUs that then run the simdgroup multiply-accumulates (Apple GPUs have no separate
-matrix units: metal-benchmarks), so a weight is dequantized once per 32 tokens and these instructions add to the
-matmul's ALU time (:func:`~estimator.speed.roofline.op_seconds`). Types not listed take the largest count."""
+The loop bodies were re-read for this count in a 2024 copy of ggml-metal.metal (the same ``dequantize_q4_0`` ...
+``dequantize_q6_K`` forms: Q4_0 / Q4_1 scale by 1/16 and 1/256 instead of shifting, Q2_K and Q3_K by ``coef``, Q6_K
+shifts ``qh[i] & kmask1`` left by 2 or 4). The shifts in a call's setup are counted at one slot. A threadgroup covers 32 columns (tokens, ``BLOCK_SIZE_N``) and
+dequantizes its 64-row tile of the weight at every 32-deep step of K on the same ALUs that then run the simdgroup
+multiply-accumulates (Apple GPUs have no separate matrix units: metal-benchmarks), so a weight is dequantized once per
+32 tokens and these instructions add to the matmul's ALU time (:func:`~estimator.speed.roofline.op_seconds`). Types not
+listed take the largest count."""
 
 
 def _metal_dequant_slots(t: TensorInfo, n: int, elems: int) -> float:
@@ -333,6 +364,7 @@ class _Side:
     weight_bytes: int = 0
     kv_bytes: int = 0
     alu: dict[OpCost, float] = field(default_factory=dict)  # lane-instructions beyond an op's FLOPs (Metal's in-kernel dequantization)
+    link_bytes: int = 0  # bytes crossing a discrete GPU's host link in a step beside weights: embeddings in, logits out (:func:`_step`)
 
     def merge(self, other: _Side) -> None:
         self.ops += other.ops
@@ -354,7 +386,8 @@ def _add_matmul(side: _Side, t: TensorInfo, n: int, run: LlamaCppRun, hardware: 
 
 def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: LlamaCppRun, gpu: Hardware, host: Hardware,
           logits: int) -> tuple[_Side, _Side, int]:
-    """One forward of ``n`` tokens over ``n_kv`` cells: the GPU's ops, the host's ops, and bytes copied over PCIe."""
+    """One forward of ``n`` tokens over ``n_kv`` cells: the GPU's ops, the host's ops, and the weight bytes copied to the GPU
+    over its host link (the GPU side's ``link_bytes`` holds the embeddings in and the logits out)."""
     inputs, layers, output = _groups(tensors, hp)
     on_cpu = _layers_on_cpu(hp, run)
     dev, cpu = _Side(), _Side()
@@ -364,6 +397,8 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
             row = t.n_bytes // max(_elements(t) // t.shape[0], 1)
             cpu.ops.append(OpCost("get_rows (token_embd)", 0, n * row, n * hp.n_embd * _F32, "fp32", formula="elementwise"))
             cpu.weight_bytes += n * row
+            if gpu.kind is Kind.GPU and (on_cpu < hp.n_layer or n >= 32):  # the hidden state crosses to the GPU once
+                dev.link_bytes += n * hp.n_embd * _F32
     for il in range(hp.n_layer):
         layer = layers.get(il, [])
         side = cpu if il < on_cpu else dev
@@ -387,6 +422,8 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
         if _is_matrix(t):
             _add_matmul(head, t, logits, run, head_hw)
             head.weight_bytes += t.n_bytes
+            if head is dev and gpu.kind is Kind.GPU:  # the logits, F32, copied to the host's buffer after the graph
+                dev.link_bytes += logits * t.shape[1] * _F32
         else:
             head.ops.append(_small("output norm", n, hp.n_embd, 3))
     return dev, cpu, copied
@@ -422,10 +459,11 @@ def generation(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *
         cpu = _Side()
     graphs = run.cuda_graphs and hardware.vendor == "nvidia" and float(hardware.compute_capability or 0) >= 8.0
     g, h = _time(dev, Phase.DECODE, 1, hardware, graphs), _time(cpu, Phase.DECODE, 1, host_hw, False)
-    seconds = (g.seconds if g else 0.0) + (h.seconds if h else 0.0)
+    t_copy = dev.link_bytes / host_link(hardware)
+    seconds = (g.seconds if g else 0.0) + (h.seconds if h else 0.0) + t_copy
     moved = (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
     flops = (g.flops if g else 0) + (h.flops if h else 0)
-    return LlamaCppSpeed(Phase.DECODE, 1 / seconds, n_gen, seconds * n_gen, g, h, 0.0, dev.weight_bytes + cpu.weight_bytes,
+    return LlamaCppSpeed(Phase.DECODE, 1 / seconds, n_gen, seconds * n_gen, g, h, t_copy * n_gen, dev.weight_bytes + cpu.weight_bytes,
                          dev.kv_bytes + cpu.kv_bytes, moved, flops, hardware.name,
                          notes=(f"at the mean context {context:,}; launch floor {'3.4 us (CUDA graphs)' if graphs else '3.8 us'} per kernel",))
 
@@ -451,7 +489,7 @@ def prompt(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_
             dev.merge(cpu)
             cpu = _Side()
         g, h = _time(dev, Phase.PREFILL, n, hardware, False), _time(cpu, Phase.PREFILL, n, host_hw, False)
-        t_copy = copied / PCIE_BYTES_S
+        t_copy = (copied + dev.link_bytes) / host_link(hardware)
         seconds += (g.seconds if g else 0.0) + (h.seconds if h else 0.0) + t_copy
         transfer += t_copy
         moved += (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
@@ -472,8 +510,8 @@ def speed(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_p
 
 
 MEASURED_ERROR = {
-    "tg": "bench.speed_accuracy on 44 public llama.cpp runs: median |error| 10.9%, 33 of 44 within +-20%",
-    "pp": "bench.speed_accuracy on 48 public llama.cpp runs: median |error| 19.0%, 34 of 48 within +-35% (mostly over: see docs/speed.md)",
+    "tg": "bench.speed_accuracy on 44 public llama.cpp runs: median |error| 8.6%, 35 of 44 within +-20%",
+    "pp": "bench.speed_accuracy on 48 public llama.cpp runs: median |error| 19.7%, 38 of 48 within +-35% (mostly over: see docs/speed.md)",
 }
 """The bench's measured error beside each figure (``python -m bench.speed_accuracy``; bench/results/speed_accuracy.md)."""
 

@@ -30,20 +30,32 @@ from enum import Enum
 from estimator.speed.cost import OpCost, PhaseCost
 from estimator.speed.hardware import Hardware, Kind
 
-__all__ = ["BANDWIDTH_FRACTION", "FLOPS_FRACTION", "KERNEL_FLOOR_S", "Label", "PhaseTime", "achievable_bandwidth", "achievable_flops",
+__all__ = ["BANDWIDTH_FRACTION", "BANDWIDTH_FRACTION_ARCH", "FLOPS_FRACTION", "KERNEL_FLOOR_S", "Label", "PhaseTime", "achievable_bandwidth", "achievable_flops",
            "op_seconds", "phase_time"]
 
-BANDWIDTH_FRACTION: dict[Kind, float] = {Kind.GPU: 0.83, Kind.APPLE: 0.83, Kind.CPU: 0.75}
+BANDWIDTH_FRACTION: dict[Kind, float] = {Kind.GPU: 767.48 / 900, Kind.APPLE: 767.48 / 900, Kind.CPU: 0.75}
 """Share of the stated peak memory bandwidth a streaming kernel reaches.
 
-GPU: Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
-Microbenchmarking" (arXiv:1804.06826, 2018), global memory: V100 measured at 750 GB/s of the
-900 GB/s stated, 0.83 (HBM3 parts measure nearer 0.9 with copy kernels; we keep the one figure).
+GPU: clpeak's global-memory bandwidth test on a Tesla V100-SXM2-16GB (the run printed in the README of
+github.com/jjkeijser/clpeak, a fork of krrishnarraj/clpeak: "Global memory bandwidth (GBPS) float : 767.48",
+float2 810.81, float4 843.06), 767.48 of the 900 GB/s stated = 0.853: the 32-bit loads, as ggml's CUDA mat-vec
+kernels read their weights (``get_int_b2`` / ``get_int_b4``, ``half2``). nvbench's 32-bit figure for an A100-40GB,
+1336.62 of 1555 GB/s = 0.860 (github.com/xytpai/nvbench, README "global_memory_bandwidth", "float 1"), agrees; a
+GPU measured on its own architecture takes that figure instead (:data:`BANDWIDTH_FRACTION_ARCH`). This replaces
+0.83 = 750 of 900 GB/s attributed to Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
+Microbenchmarking" (arXiv:1804.06826), a figure this project could not find in a copy of the paper.
 Apple: the same figure is assumed (unified LPDDR5 behind the same kind of memory controller;
 no microbenchmark of the GPU's bandwidth is cited here). CPU: STREAM triad (McCalpin,
 https://www.cs.virginia.edu/stream/) on desktop and server DDR4/DDR5 platforms reports 70-80 % of
 the JEDEC peak; 0.75 is its middle.
 """
+
+BANDWIDTH_FRACTION_ARCH: dict[str, float] = {"8.9": 920.207 / 1008}
+"""Per NVIDIA compute capability, the share a GPU of that architecture measures where a published microbenchmark
+has one: Ada (8.9: RTX 40 series, L4, L40S, RTX 6000 Ada), nvbench's global-memory bandwidth on an RTX 4090 with
+32-bit loads, 920.207 of the 1008 GB/s stated = 0.913 (github.com/xytpai/nvbench, README "global_memory_bandwidth",
+"float 1"). Others take
+:data:`BANDWIDTH_FRACTION`."""
 
 FLOPS_FRACTION: dict[str, float] = {"nvidia": 0.80, "amd": 0.60, "apple": 0.80, "cpu": 0.80}
 """Share of the stated dense peak FLOP/s a large matmul reaches: the Maximum Achievable Matmul FLOPS
@@ -58,8 +70,10 @@ multiplication kernel, of the core's 128 ALUs: 0.80. CPUs: no MAMF figure; NVIDI
 KERNEL_FLOOR_S = 3.8e-6
 """The least time a kernel occupies the GPU's timeline when launched one after another from the
 host: NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019,
-https://developer.nvidia.com/blog/cuda-graphs/) measures 3.8 us per kernel for a stream of short
-kernels launched back to back without synchronisation (2.9 us of it the kernel itself). Where the
+https://developer.nvidia.com/blog/cuda-graphs/) times 20 short kernels x 1000 steps: 9.6 us per kernel
+with a stream synchronisation after each, 3.8 us launched back to back without one (2.9 us of it the
+kernel itself), 3.4 us replayed from a CUDA graph (the figures as the blog gives them; checked against a
+public transcription of its code and timings, as the original page could not be opened here). Where the
 launches are captured in a CUDA graph the floor is not applied.
 """
 
@@ -102,7 +116,10 @@ class PhaseTime:
 
 
 def achievable_bandwidth(hardware: Hardware) -> float:
-    """Bytes/s a streaming kernel reaches: the stated peak x :data:`BANDWIDTH_FRACTION`."""
+    """Bytes/s a streaming kernel reaches: the stated peak x :data:`BANDWIDTH_FRACTION`, or x the architecture's own
+    measured share (:data:`BANDWIDTH_FRACTION_ARCH`) for an NVIDIA GPU of an architecture that has one."""
+    if hardware.kind is Kind.GPU and hardware.vendor == "nvidia" and hardware.compute_capability in BANDWIDTH_FRACTION_ARCH:
+        return hardware.bandwidth_bytes_s * BANDWIDTH_FRACTION_ARCH[hardware.compute_capability]
     return hardware.bandwidth_bytes_s * BANDWIDTH_FRACTION[hardware.kind]
 
 
