@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import importlib.util
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -70,7 +71,8 @@ def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
     method = str(quantization_config.get("quant_method") or "")
     if method == Scheme.FP8.value:
         return Scheme.FP8
-    if method == Scheme.COMPRESSED_TENSORS.value and _ct_formats(quantization_config) <= _CT_DECOMPRESSED:
+    if (method == Scheme.COMPRESSED_TENSORS.value and _ct_formats(quantization_config) <= _CT_DECOMPRESSED
+            and importlib.util.find_spec("compressed_tensors") is not None):
         return Scheme.COMPRESSED_TENSORS
     return None
 
