@@ -111,3 +111,21 @@ def test_fp8_kernel_buffers_follow_their_source() -> None:
     assert out.shape == (1, m, n) and out.dtype == torch.bfloat16
     # y (float8, m x k) and s (float32, m x k/128) live to the end of the forward, beside C and nan_to_num's copy
     assert peak == m * k + m * (k // 128) * 4 + 2 * m * n * 2
+
+
+def test_float8_row_of_an_fp8_moe_checkpoint_holds_its_experts_as_stored(tmp_path: Path) -> None:
+    """DeepSeek-V3's layout, small (MLA, routed and shared experts, fp8 blocks of 128): on CUDA the float8 row's
+    weights at the peak are exactly its load figure (the FP8Experts' float8 stacks and scales as stored)."""
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS
+
+    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
+              "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
+              "n_shared_experts": 1, "first_k_dense_replace": 1, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+              "v_head_dim": 8, "vocab_size": 1000, "n_group": 1, "topk_group": 1, "max_position_embeddings": 256,
+              "torch_dtype": "bfloat16", "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (row,) = _cli(tmp_path, "--device", "cuda", "--dtypes", "float8")
+    assert row["method"] == "simulated" and row["peak_bytes"] > row["total_bytes"]
+    assert row["components"]["weights"] == row["total_bytes"]
+    assert row["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"

@@ -148,7 +148,8 @@ def quantize_on_meta(model: nn.Module, quantization_config: dict[str, Any], *, d
             quantizer.preprocess_model(model, device_map=None)  # a PreTrainedModel
         else:
             quantizer.validate_environment(device_map=None)
-            quantizer.preprocess_model(model, device_map=None)
+            with _no_progress_bars():
+                quantizer.preprocess_model(model, device_map=None)
     for module in model.modules():  # the stored shapes compressed-tensors' unpacking reads (see the module docstring)
         shape = module._parameters.get("weight_shape")
         if shape is not None and not shape.is_meta:
@@ -178,7 +179,7 @@ def pack(model: nn.Module, fake_mode: FakeTensorMode, quantization_config: dict[
 
 
 def _decompressing(hook: Callable[..., Any], model: nn.Module, args: Any) -> Any:
-    with _stored_shapes(model), _quiet():
+    with _stored_shapes(model), _quiet(), _no_progress_bars():
         found = hook(model, args)
     _weights_relabelled(model)
     return found
@@ -273,6 +274,30 @@ def _act_quant_and_output(input: torch.Tensor, out_features: int,
     scale = x.new_empty((*x.shape[:-1], -(-x.shape[-1] // block_k)), dtype=torch.float32)  # act_quant's s
     output = x.new_empty((*x.shape[:-1], out_features), dtype=input.dtype)  # w8a8_block_fp8_matmul_triton's C
     return qinput, scale, output
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """compressed-tensors shows tqdm bars on stderr ("Applying quantization config", "Compressing model",
+    "Decompressing model", "Dispatching model")."""
+    import importlib
+
+    patched = []
+    for name in ("compressed_tensors.compressors.model_compressors.model_compressor", "compressed_tensors.offload.dispatch",
+                 "compressed_tensors.quantization.lifecycle.apply"):
+        module = importlib.import_module(name)
+        if hasattr(module, "tqdm"):
+            patched.append((module, module.tqdm))
+            module.tqdm = _no_bar
+    try:
+        yield
+    finally:
+        for module, bar in patched:
+            module.tqdm = bar
+
+
+def _no_bar(iterable: Any = None, *args: Any, **kwargs: Any) -> Any:
+    return iterable
 
 
 @contextlib.contextmanager
