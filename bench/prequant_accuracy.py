@@ -30,6 +30,13 @@ CASES = tuple(QUANT_CASES)
 # compressed-tensors targets nn.Linear: GPT-2's Conv1D layers stay unquantized (and lm_head is ignored), so
 # its compressed-tensors checkpoints quantize nothing; the fp8 layout quantizes nn.Linear too.
 NOTHING_QUANTIZED = ("gpt2",)
+KNOWN = [
+    "Known gaps: mistral_swa and qwen2_swa (-3.9%) and opt (-5.7%) miss by the same bytes in all three kinds, fp8_block",
+    "included, which on CPU is the plain bfloat16 model (transformers dequantizes it at load): the missing bytes are in",
+    "the simulation of these models' generate (sliding-window / OPT attention and masks; bench/results/quant_accuracy.md",
+    "has the same models' int4 gap), not in the pre-quantized layers. mixtral_moe ct_w4a16: the real run fails",
+    "(from_pretrained raises in transformers 5.23's weight conversion of its MoE experts), so there is no truth.",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
             worst = max(worst, abs(error))
             lines.append(f"| {case} | {kind} | {truth['peak_bytes']:,} | {sim['peak_bytes']:,} | {error:+.2%} |")
-    lines += ["", f"Worst error: {worst:.2%}.", "",
+    lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN, "",
               "Kinds: ct_w4a16 = compressed-tensors pack-quantized int4 (groups of 32; llm-compressor's GPTQ / W4A16 "
               "layout); ct_fp8 = compressed-tensors naive-quantized float8_e4m3fn weights per channel (FP8 W8A16); fp8_block = "
               "transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's), which transformers dequantizes on CPU while loading.",
