@@ -292,6 +292,10 @@ def run_simulation(
             from estimator.peak.sim.quantized import quantize_for
 
             model = quantize_for(model, recipe.kbit_bits, mode)
+        if recipe.prequantized is not None:  # a pre-quantized checkpoint's layers (estimator.peak.sim.prequant)
+            from estimator.peak.sim import prequant
+
+            model = prequant.quantize_on_meta(model, prequant.loads(recipe.prequantized), device=device)
         if mode == "training":
             model = prepare(model, recipe)
             notes = (f"training recipe: {recipe.describe()}",)
@@ -300,6 +304,8 @@ def run_simulation(
             from estimator.peak.sim.quantized import pack_for
 
             notes += pack_for(model, fake_mode, recipe.kbit_bits, mode, device)
+        if recipe.prequantized is not None:
+            notes += prequant.pack(model, fake_mode, prequant.loads(recipe.prequantized), device=device)
         # A vision-language model leaves some vision parameters without gradients (LLaVA's last vision layer,
         # under vision_feature_layer=-2): its first step is run in full, so that the optimizer keeps no state for them.
         step = simulate_step(model, workload, fake_mode, mode=mode, device=device, max_new_tokens=max_new_tokens,

@@ -13,6 +13,10 @@ backward and optimizer step) on fake tensors. What this version simulates, row b
   adapters train (float32 adapters, autocast, except with ``--pure-16bit``); every optimizer,
   gradient checkpointing; int4 and int8 rows with ``--lora-rank`` as (Q)LoRA. Other quantized rows (float8;
   int8 / int4 training without LoRA, pre-quantized checkpoints) get a null ``peak_bytes`` with a note saying why.
+- inference of pre-quantized checkpoints whose layers run here (compressed-tensors, fp8:
+  :mod:`estimator.peak.sim.prequant`): their float rows, the float8 row of an fp8 checkpoint and the int4 / int8 row
+  of a compressed-tensors one, through the checkpoint's own quantized layers; ``weights_held`` names the scheme
+  and the kernel assumed.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -167,8 +171,15 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
         dtype = DType.parse(load_row.dtype, option="dtypes")
         from estimator.peak.sim.quantized import refusal
 
-        reason = _why_not(dtype, work) or refusal(resolved, load_row, dtype, parallel) \
-            or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
+        prequantized = prequantized_row(resolved, work, dtype, load_row)  # estimator.peak.sim.prequant
+        if prequantized and parallel is not None and parallel.strategy is not None:
+            reason: str | None = (f"{dtype.value}: pre-quantized checkpoints are simulated on one device; under "
+                                  f"{parallel.strategy} peak_bytes is null")
+        elif prequantized:
+            reason = row_refusal(dtype.value, _kernel(hardware))
+        else:
+            reason = _why_not(dtype, work) or refusal(resolved, load_row, dtype, parallel) \
+                or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
         if reason is not None:
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
@@ -179,8 +190,16 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
         observe, answer = speed(dtype) if speed is not None else (None, None)
         result = simulate_row(resolved, load, work, hardware, dtype, observe=observe)
         speed_answer, speed_note, costs = answer(result) if answer is not None else (None, None, None)
+        held = load_row.weights_held
+        if prequantized:
+            from estimator.peak.sim.prequant import held_label
+
+            built_in, _ = _prequant_plan(resolved, load, dtype)
+            held = held_label(resolved.config["quantization_config"], "cpu" if hardware.device is Device.CPU else "cuda",
+                              built_in.value)
         rows.append(replace(
             load_row,
+            weights_held=held,
             speed=speed_answer,
             speed_costs=costs,
             peak_bytes=result.peak_bytes,
@@ -272,13 +291,43 @@ def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype:
     """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
 
     built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
-    if work.mode is not Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
+    if prequantized_row(resolved, work, dtype, None):
+        built_in, recipe = _prequant_plan(resolved, load, dtype)
+    elif work.mode is not Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
         from estimator.peak.sim.quantized import inference_plan
 
         built_in, recipe = inference_plan(resolved, load, dtype)
     model = build(resolved, built_in, trust_remote_code=load.trust_remote_code)
     check_runnable(model, resolved.config, name=resolved.name)
     return model, recipe
+
+
+def prequantized_row(resolved: Resolved, work: WorkSpec, dtype: DType, load_row: Row | None) -> bool:
+    """Whether this row's inference runs the pre-quantized checkpoint's own layers (:mod:`estimator.peak.sim.prequant`):
+    a checkpoint whose ``quantization_config`` is simulated there; its float rows (the dtype it is loaded in), its
+    float8 row (an ``fp8`` checkpoint) and its int4 / int8 row (a compressed-tensors checkpoint of that width,
+    whose load row has figures). ``load_row`` None: the row is known to have figures (the fit solver's calls)."""
+    from estimator.peak.sim.prequant import Scheme, scheme_of
+
+    scheme = scheme_of(resolved.config.get("quantization_config"))
+    if scheme is None or work.mode is Mode.TRAINING or (load_row is not None and load_row.total_bytes is None):
+        return False
+    if dtype in _SIMULATED_DTYPES:
+        return True
+    if dtype is DType.FLOAT8:
+        return scheme is Scheme.FP8
+    return dtype in (DType.INT8, DType.INT4) and scheme is Scheme.COMPRESSED_TENSORS
+
+
+def _prequant_plan(resolved: Resolved, load: LoadSpec, dtype: DType) -> tuple[DType, Recipe]:
+    """The dtype a pre-quantized row's model is built in (a float row's own; else the dtype the checkpoint loads in:
+    its floating tensors and what its layers compute in) and its recipe."""
+    import json
+
+    from estimator.load.rows import kept_dtype_of
+
+    built_in = dtype if dtype in _SIMULATED_DTYPES else kept_dtype_of(resolved, load).dtype or DType.BFLOAT16
+    return built_in, Recipe(prequantized=json.dumps(resolved.config["quantization_config"], sort_keys=True))
 
 
 def _parallel_row(resolved: Resolved, load_row: Row, model: nn.Module, work: WorkSpec, hardware: HardwareSpec,

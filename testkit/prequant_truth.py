@@ -1,0 +1,163 @@
+"""The CPU allocator's real peak of pre-quantized checkpoints, loaded and run as a user's script does.
+
+``python -m testkit.prequant_truth CASE KIND`` prints one JSON line with ``peak_bytes``: the maximum "Total
+Allocated" of ``torch.profiler``'s memory events inside the work's window (run it in a fresh process). The tiny
+model of the case (:data:`testkit.quant_truth.QUANT_CASES`, random weights) is quantized for real on CPU and saved
+as a pre-quantized checkpoint before profiling (:func:`make_checkpoint`); inside the profiled region it is loaded
+with ``from_pretrained(tmp, dtype=torch.bfloat16)`` (transformers picks the quantizer from the checkpoint's
+``quantization_config``), every tensor is made resident (:func:`resident`), then, in the window, ``generate(input_ids, max_new_tokens=32, min_new_tokens=32)``
+(greedy, prefill and 32 decode steps). Kinds (:data:`KINDS`):
+
+- ``ct_w4a16``: compressed-tensors ``pack-quantized`` int4 weights, groups of 32, symmetric (llm-compressor's
+  GPTQ / W4A16 output format): compressed-tensors' own ``apply_quantization_config`` and
+  ``ModelCompressor.compress_model`` pack the weights;
+- ``ct_fp8``: compressed-tensors float8_e4m3fn weights, one scale per output channel (FP8 W8A16), stored
+  ``naive-quantized`` (the format compressed-tensors 0.20 infers for it), compressed the same way;
+- ``fp8_block``: transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's): float8_e4m3fn weights and float32
+  ``weight_scale_inv`` per 128 x 128 block, written with torch; on CPU transformers dequantizes it while loading.
+
+Nothing here calls the estimator's quantization code; :func:`simulate` is the estimator's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from testkit.quant_truth import QUANT_CASES
+from testkit.truth import trace_events, window_peak
+
+_WORK = "prequant_work"
+NEW_TOKENS = 32
+GROUP = 32  # the small cases' hidden size is 64: groups of 32 divide every Linear's input
+
+_CT_COMMON = {"quant_method": "compressed-tensors", "quantization_status": "compressed", "ignore": ["lm_head"],
+              "kv_cache_scheme": None, "sparsity_config": {}, "transform_config": {}}
+QUANTIZATION_CONFIGS: dict[str, dict[str, Any]] = {
+    "ct_w4a16": {**_CT_COMMON, "format": "pack-quantized", "config_groups": {"group_0": {
+        "format": "pack-quantized", "targets": ["Linear"], "input_activations": None, "output_activations": None,
+        "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": GROUP,
+                    "dynamic": False}}}},
+    "ct_fp8": {**_CT_COMMON, "format": "naive-quantized", "config_groups": {"group_0": {
+        "format": "naive-quantized", "targets": ["Linear"], "input_activations": None, "output_activations": None,
+        "weights": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False}}}},
+    "fp8_block": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]},
+}
+KINDS = tuple(QUANTIZATION_CONFIGS)
+
+
+def make_checkpoint(case_name: str, kind: str, folder: str) -> None:
+    """The case's model (random weights, bfloat16) quantized for real and saved as ``kind``'s checkpoint."""
+    torch.manual_seed(0)
+    model = QUANT_CASES[case_name].build().to(torch.bfloat16)  # type: ignore[operator, union-attr]
+    if kind == "fp8_block":
+        _fp8_block(model, folder)
+        return
+    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
+
+    qc = QuantizationConfig.model_validate({k: v for k, v in QUANTIZATION_CONFIGS[kind].items()
+                                            if k in ("config_groups", "ignore", "format", "quantization_status")}
+                                           | {"quantization_status": "initialized"})
+    apply_quantization_config(model, qc)
+    with torch.no_grad():
+        for module in model.modules():  # what a calibration would set: each group's (channel's) absolute maximum
+            if hasattr(module, "weight_scale"):
+                w = module.weight.float()
+                scale = (w.reshape(w.shape[0], -1, GROUP).abs().amax(-1) / 7 if kind == "ct_w4a16"
+                         else w.abs().amax(-1, keepdim=True) / torch.finfo(torch.float8_e4m3fn).max)
+                module.weight_scale.copy_(scale.clamp(min=1e-6).to(module.weight_scale.dtype))
+    compressor = ModelCompressor.from_pretrained_model(model, quantization_format=QUANTIZATION_CONFIGS[kind]["format"])
+    compressor.compress_model(model)
+    model.save_pretrained(folder)
+    _write_quantization_config(folder, QUANTIZATION_CONFIGS[kind])
+
+
+def _fp8_block(model: nn.Module, folder: str) -> None:
+    from safetensors.torch import save_file
+
+    block = 128
+    state = {}
+    for name, tensor in model.state_dict().items():
+        state[name] = tensor.contiguous()
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and not name.endswith("lm_head"):
+            w = module.weight.detach().float()
+            rows, cols = -(-w.shape[0] // block), -(-w.shape[1] // block)
+            padded = torch.zeros(rows * block, cols * block)
+            padded[: w.shape[0], : w.shape[1]] = w
+            tiles = padded.reshape(rows, block, cols, block)
+            scale = (tiles.abs().amax(dim=(1, 3)) / torch.finfo(torch.float8_e4m3fn).max).clamp(min=1e-6)
+            q = (tiles / scale[:, None, :, None]).reshape(rows * block, cols * block)[: w.shape[0], : w.shape[1]]
+            state[f"{name}.weight"] = q.to(torch.float8_e4m3fn).contiguous()
+            state[f"{name}.weight_scale_inv"] = scale.contiguous()
+    model.config.save_pretrained(folder)  # type: ignore[union-attr]
+    if getattr(model.config, "tie_word_embeddings", False):  # type: ignore[union-attr]
+        state.pop("lm_head.weight", None)
+    save_file(state, str(Path(folder) / "model.safetensors"), metadata={"format": "pt"})
+    _write_quantization_config(folder, QUANTIZATION_CONFIGS["fp8_block"])
+
+
+def _write_quantization_config(folder: str, qc: dict[str, Any]) -> None:
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text())
+    config["quantization_config"] = qc
+    config["dtype"] = "bfloat16"
+    path.write_text(json.dumps(config, indent=2))
+
+
+def measure(case_name: str, kind: str) -> dict[str, int]:
+    from transformers import AutoModelForCausalLM
+
+    case = QUANT_CASES[case_name]
+    with tempfile.TemporaryDirectory() as tmp:
+        make_checkpoint(case_name, kind, tmp)
+        torch.manual_seed(0)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.bfloat16)
+            resident(model)
+            model.eval()
+            ids = torch.randint(0, model.config.vocab_size, (case.batch_size, case.seq_len))
+            with record_function(_WORK), torch.no_grad():
+                out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                     min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
+            assert out.shape[1] == case.seq_len + NEW_TOKENS
+            del out, ids, model
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
+
+
+def resident(model: nn.Module) -> None:
+    """Copy every parameter and buffer into allocated memory: tensors that the loader took as they are from the
+    memory-mapped file (the packed int32 and float8 ones, and any stored in the load dtype) are pages of the file,
+    which the CPU allocator never sees; on a GPU, and once read, they are memory like any other."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.clone()
+
+
+def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:
+    """The estimator's simulation of the same run: the case built on meta in bfloat16 from its config alone, with
+    the checkpoint's ``quantization_config`` (:mod:`estimator.peak.sim.prequant`)."""
+    from estimator.peak import simulate_peak
+    from estimator.peak.sim.training import Recipe
+
+    case = QUANT_CASES[case_name]
+    with torch.device("meta"):
+        built = case.build()
+        model = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]
+    recipe = Recipe(prequantized=json.dumps(QUANTIZATION_CONFIGS[kind], sort_keys=True))
+    result = simulate_peak(model, mode="inference", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
+                           seq_len=case.seq_len, max_new_tokens=NEW_TOKENS, recipe=recipe)
+    return {"peak_bytes": result.peak_bytes, "components": result.components, "method": result.method,
+            "notes": list(result.notes)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(sys.argv[1], sys.argv[2])))

@@ -1,0 +1,131 @@
+"""Pre-quantized checkpoints: the simulated CPU peak against the allocator's real peak of the same run.
+
+Each truth is a real run in a fresh process (``testkit/prequant_truth.py``): a tiny model quantized for real on
+CPU (compressed-tensors' own packing; the fine-grained fp8 layout written with torch), saved, loaded inside
+``torch.profiler`` with ``from_pretrained(dtype=torch.bfloat16)`` and run with ``generate`` (prefill and 32 new
+tokens); the maximum "Total Allocated" of the work's window. The simulation (``simulate_peak`` with the
+checkpoint's ``quantization_config``, :mod:`estimator.peak.sim.prequant`), built from the config alone, must be
+within 2%. ``python -m bench.prequant_accuracy`` runs the wider grid (``bench/results/prequant_accuracy.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.hub_process import REPO_ROOT
+from testkit.peak_pool import run_truth_jobs
+
+TOLERANCE = 0.02
+GRID: dict[str, tuple[str, ...]] = {
+    "ct_w4a16": ("llama_gqa", "qwen3"),
+    "ct_fp8": ("phi3",),
+    "fp8_block": ("llama_gqa",),
+}
+PAIRS = [(kind, case) for kind, cases in GRID.items() for case in cases]
+_SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, "hidden_size": 64,
+                "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
+                "max_position_embeddings": 256, "torch_dtype": "bfloat16"}
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[tuple[str, str, str], Any]:
+    return run_truth_jobs("testkit.prequant_truth", [(side, case, kind) for kind, case in PAIRS for side in ("truth", "sim")],
+                          processes=2)
+
+
+@pytest.mark.parametrize(("kind", "case"), PAIRS, ids=[f"{k}-{c}" for k, c in PAIRS])
+def test_prequantized_peak_matches_the_allocator(results: dict[tuple[str, str, str], Any], kind: str, case: str) -> None:
+    truth, sim = results[("truth", case, kind)], results[("sim", case, kind)]
+    assert isinstance(truth, dict), f"ground truth failed: {truth}"
+    assert isinstance(sim, dict), f"simulation failed: {sim}"
+    assert sim["method"] == "simulated", sim["notes"]
+    assert sum(sim["components"].values()) == sim["peak_bytes"]
+    assert any(n.startswith("pre-quantized") for n in sim["notes"]), sim["notes"]
+    error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
+    assert abs(error) <= TOLERANCE, f"{case} {kind}: simulated {sim['peak_bytes']:,} vs measured {truth['peak_bytes']:,} ({error:+.2%})"
+
+
+def _cli(folder: Path, *args: str) -> list[dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-m", "estimator", str(folder), "--mode", "inference", "--batch-size", "2",
+                           "--seq-len", "64", "--max-new-tokens", "32", "--format", "json", *args],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout)["rows"])
+
+
+def test_cli_rows_of_a_compressed_tensors_checkpoint(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
+    """A local compressed-tensors W4A16 config: the bfloat16 row is the simulation the truth above checks, and it
+    names the scheme and what the weights become."""
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS
+
+    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS["ct_w4a16"]}))
+    (row,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    measured = results[("truth", "llama_gqa", "ct_w4a16")]["peak_bytes"]
+    assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
+    assert row["weights_held"] == ("compressed-tensors pack-quantized 4-bit int (group 32), decompressed to bfloat16 at "
+                                   "the first forward")
+
+
+def test_float8_rows_of_an_fp8_checkpoint_are_filled(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
+    """The float8 row of an fp8 checkpoint gets a peak: on CPU the dequantized model the truth measures; on CUDA the
+    float8 weights as stored (the row's exact load figure) plus the modelled kernel's buffers, labelled so."""
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS
+
+    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]}))
+    (cpu,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "float8")
+    measured = results[("truth", "llama_gqa", "fp8_block")]["peak_bytes"]
+    assert cpu["method"] == "simulated" and abs(cpu["peak_bytes"] - measured) / measured <= TOLERANCE, (cpu["peak_bytes"], measured)
+    assert cpu["weights_held"] == "fp8 blocks 128x128, dequantized to bfloat16 at load (CPU)"
+    (cuda,) = _cli(tmp_path, "--device", "cuda", "--dtypes", "float8")
+    assert cuda["method"] == "simulated" and cuda["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"
+    assert cuda["components"]["weights"] == cuda["total_bytes"]  # the float8 weights and scales, exactly as the load row
+    assert cuda["peak_bytes"] < cpu["peak_bytes"]  # float8 weights held, not dequantized
+    assert any("transformers 4.57 integrations/finegrained_fp8.py" in n for n in cuda["notes"])
+
+
+def test_fp8_kernel_buffers_follow_their_source() -> None:
+    """One FP8Linear call on CUDA: the modelled buffers are those of transformers 4.57's ``FP8Linear.forward``
+    (act_quant's float8 copy of the input and float32 scale per 128 columns, the output, nan_to_num's copy),
+    counted by the tracker while the call runs."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from estimator.peak.sim import prequant
+    from estimator.peak.sim.tracker import StorageTracker
+
+    m, k, n = 48, 256, 384
+    fake = FakeTensorMode()
+    with fake:
+        x = torch.empty((1, m, k), dtype=torch.bfloat16)
+        w = torch.empty((n, k), dtype=torch.float8_e4m3fn)
+        s = torch.empty((n // 128, k // 128), dtype=torch.float32)
+    with fake, StorageTracker() as tracker:
+        out = prequant._fp8_linear_buffers(x, w, s, [128, 128])
+        peak = tracker.snapshot().peak_bytes
+    assert out.shape == (1, m, n) and out.dtype == torch.bfloat16
+    # y (float8, m x k) and s (float32, m x k/128) live to the end of the forward, beside C and nan_to_num's copy
+    assert peak == m * k + m * (k // 128) * 4 + 2 * m * n * 2
+
+
+def test_float8_row_of_an_fp8_moe_checkpoint_holds_its_experts_as_stored(tmp_path: Path) -> None:
+    """DeepSeek-V3's layout, small (MLA, routed and shared experts, fp8 blocks of 128): on CUDA the float8 row's
+    weights at the peak are exactly its load figure (the FP8Experts' float8 stacks and scales as stored)."""
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS
+
+    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
+              "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
+              "n_shared_experts": 1, "first_k_dense_replace": 1, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+              "v_head_dim": 8, "vocab_size": 1000, "n_group": 1, "topk_group": 1, "max_position_embeddings": 256,
+              "torch_dtype": "bfloat16", "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (row,) = _cli(tmp_path, "--device", "cuda", "--dtypes", "float8")
+    assert row["method"] == "simulated" and row["peak_bytes"] > row["total_bytes"]
+    assert row["components"]["weights"] == row["total_bytes"]
+    assert row["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"
