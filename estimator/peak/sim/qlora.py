@@ -25,6 +25,14 @@ registration only makes the output, so :func:`pack_weights` runs each layer's fo
 dispatch mode that replaces the op by that Python kernel: the dequantized weight is then tracked as
 the temporary it is. Backward (``grad_A = grad_output @ dequantize_4bit(B)``) already runs as torch
 ops and needs nothing.
+
+On ``device="cuda"`` (bitsandbytes 0.50's CUDA path, from its source; no GPU here to measure it) the same op
+runs as ``backends/cuda/ops.py`` does: :func:`estimator.peak.sim.quantized.pack_for` wraps each layer's forward
+in :class:`~estimator.peak.sim.quantized.BnbKernels` (``"cuda"``), whose ``gemm_4bit`` writes only the output for
+up to 4 rows (the fused ``cgemm_4bit``) and dequantizes the whole weight to the compute dtype before ``F.linear``
+above 1,536 rows (``_dequant_linear_fallback``; between the two bitsandbytes picks by GPU and the dequantizing
+path is assumed, with a note). The backward's ``dequantize_4bit`` allocates only its output on CUDA, as its fake
+registration does. ``tests/test_qlora_cuda.py`` pins these figures to the installed source.
 """
 
 from __future__ import annotations

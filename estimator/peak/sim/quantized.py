@@ -54,12 +54,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from estimator.peak.workload import model_dtype
 
-__all__ = ["BnbKernels", "INT8_THRESHOLD", "describe", "pack", "quantize_on_meta"]
+__all__ = ["QLORA_CUDA", "BnbKernels", "INT8_THRESHOLD", "describe", "pack", "quantize_on_meta"]
 
 INT8_THRESHOLD = 6.0  # transformers' BitsAndBytesConfig(llm_int8_threshold=6.0), the LLM.int8() paper's value
-_CUDA_CUSTOM_MAX_M = 4  # bitsandbytes 0.50 backends/cuda/ops.py: _GEMM_4BIT_CUSTOM_FLOOR_M (fused kernel at M <= 4)
-_CUDA_CUSTOM_LIMIT_M = 1536  # ... _gemm_4bit_custom_max_m (dequantize + F.linear above it)
+CUDA_FUSED_MAX_M = 4  # bitsandbytes 0.50 backends/cuda/ops.py: _GEMM_4BIT_CUSTOM_FLOOR_M (fused kernel at M <= 4)
+CUDA_DEQUANT_ABOVE_M = 1536  # ... _gemm_4bit_custom_max_m (dequantize + F.linear above it)
 _CPU_ROWS_BLOCK = 32  # _convert_weight_packed_for_cpu's block_n: out_features must be a multiple of it
+
+
+QLORA_CUDA = ("QLoRA on CUDA (bitsandbytes 0.50, autograd/_functions.py MatMul4Bit, backends/cuda/ops.py): each 4-bit "
+              "layer's forward is gemm_4bit, which above 1,536 rows (batch x tokens) dequantizes the whole weight to the "
+              "compute dtype then F.linear (up to 4 rows the fused kernel writes the output only; between, bitsandbytes "
+              "picks by GPU and shape and the dequantizing path, the larger, is assumed); its backward dequantizes the "
+              "weight again (dequantize_4bit, in the dtype it was quantized from, cast to the gradient's) for grad_input")
 
 
 def describe(bits: int, device: str) -> str:
@@ -327,7 +334,7 @@ def _cuda_gemm_4bit(A: torch.Tensor, B: torch.Tensor, shapeB: Any, absmax: torch
                     absmax_code: torch.Tensor | None = None, absmax_offset: torch.Tensor | None = None) -> torch.Tensor:
     K = A.shape[-1]
     M = A.numel() // K
-    if M <= _CUDA_CUSTOM_MAX_M and K % blocksize == 0:  # the fused kernel writes the output only
+    if M <= CUDA_FUSED_MAX_M and K % blocksize == 0:  # the fused kernel writes the output only
         A = A.contiguous()
         return torch.empty((*A.shape[:-1], shapeB[0]), dtype=A.dtype, device=A.device)
     nested = []  # _dequant_linear_fallback: the nested absmax dequantized first (both live until it returns)
@@ -349,11 +356,18 @@ def quantize_for(model: nn.Module, bits: int, mode: str) -> nn.Module:
 
 def pack_for(model: nn.Module, fake_mode: FakeTensorMode, bits: int, mode: str, device: str) -> tuple[str, ...]:
     """The engine's hook after ``materialize``: the quantized storage and kernels; the notes to add."""
-    if mode == "training" and bits == 4:  # QLoRA as it was simulated before (estimator.peak.sim.qlora)
+    if mode == "training" and bits == 4:  # QLoRA (estimator.peak.sim.qlora); on cuda its forwards' gemm_4bit as CUDA runs it
+        import bitsandbytes as bnb
+
         from estimator.peak.sim.qlora import pack_weights
 
         pack_weights(model, fake_mode, device=device)
-        return ()
+        if device != "cuda":
+            return ()
+        kernels = BnbKernels(device)
+        for layer in [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]:
+            layer.forward = functools.partial(_forward_with, kernels, layer, layer.forward)  # type: ignore[method-assign]
+        return (QLORA_CUDA,)
     pack(model, fake_mode, bits, device=device)
     return (describe(bits, device),)
 
