@@ -18,7 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from estimator.options import Component
-from estimator.peak.sim import quantized
+from estimator.peak.sim import qlora, quantized
 from estimator.peak.sim.tracker import StorageTracker
 
 N, K = 512, 256  # out_features, in_features
@@ -34,8 +34,8 @@ def _source_constant(name: str) -> int:
 
 
 def test_thresholds_are_bitsandbytes_own() -> None:
-    assert _source_constant("_GEMM_4BIT_CUSTOM_FLOOR_M") == quantized.CUDA_FUSED_MAX_M
-    assert _source_constant("_gemm_4bit_custom_max_m") == quantized.CUDA_DEQUANT_ABOVE_M
+    assert _source_constant("_GEMM_4BIT_CUSTOM_FLOOR_M") == qlora.CUDA_FUSED_MAX_M
+    assert _source_constant("_gemm_4bit_custom_max_m") == qlora.CUDA_DEQUANT_ABOVE_M
 
 
 def _layer_peaks(rows: int, device: str) -> tuple[int, int]:
@@ -48,7 +48,7 @@ def _layer_peaks(rows: int, device: str) -> tuple[int, int]:
         layer = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
     layer._load_dtype = torch.bfloat16  # type: ignore[assignment]  # quantized from bfloat16 (QuantState.dtype)
     notes = quantized.pack_for(layer, fake_mode, 4, "training", device)
-    assert (quantized.QLORA_CUDA in notes) == (device == "cuda")
+    assert (qlora.QLORA_CUDA in notes) == (device == "cuda")
     layer.train()
     with fake_mode:
         x = torch.empty(rows, K, dtype=torch.bfloat16, requires_grad=True)
@@ -86,7 +86,7 @@ def test_between_the_limits_the_dequantizing_path_is_assumed() -> None:
     the simulation knows no GPU and assumes the larger path, and its note says so."""
     forward, _ = _layer_peaks(512, "cuda")
     assert forward == N * K * 2 + 512 * N * 2
-    assert "the dequantizing path, the larger, is assumed" in quantized.QLORA_CUDA
+    assert "the dequantizing path, the larger, is assumed" in qlora.QLORA_CUDA
 
 
 def test_cpu_dequantizes_at_any_row_count() -> None:

@@ -52,21 +52,13 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from estimator.peak.sim.qlora import CUDA_FUSED_MAX_M, QLORA_CUDA
 from estimator.peak.workload import model_dtype
 
-__all__ = ["QLORA_CUDA", "BnbKernels", "INT8_THRESHOLD", "describe", "pack", "quantize_on_meta"]
+__all__ = ["BnbKernels", "INT8_THRESHOLD", "describe", "pack", "quantize_on_meta"]
 
 INT8_THRESHOLD = 6.0  # transformers' BitsAndBytesConfig(llm_int8_threshold=6.0), the LLM.int8() paper's value
-CUDA_FUSED_MAX_M = 4  # bitsandbytes 0.50 backends/cuda/ops.py: _GEMM_4BIT_CUSTOM_FLOOR_M (fused kernel at M <= 4)
-CUDA_DEQUANT_ABOVE_M = 1536  # ... _gemm_4bit_custom_max_m (dequantize + F.linear above it)
 _CPU_ROWS_BLOCK = 32  # _convert_weight_packed_for_cpu's block_n: out_features must be a multiple of it
-
-
-QLORA_CUDA = ("QLoRA on CUDA (bitsandbytes 0.50, autograd/_functions.py MatMul4Bit, backends/cuda/ops.py): each 4-bit "
-              "layer's forward is gemm_4bit, which above 1,536 rows (batch x tokens) dequantizes the whole weight to the "
-              "compute dtype then F.linear (up to 4 rows the fused kernel writes the output only; between, bitsandbytes "
-              "picks by GPU and shape and the dequantizing path, the larger, is assumed); its backward dequantizes the "
-              "weight again (dequantize_4bit, in the dtype it was quantized from, cast to the gradient's) for grad_input")
 
 
 def describe(bits: int, device: str) -> str:
@@ -115,7 +107,7 @@ def pack(model: nn.Module, fake_mode: FakeTensorMode, bits: int, *, device: str)
     if bits == 4:
         from estimator.peak.sim.qlora import pack_weights
 
-        pack_weights(model, fake_mode, device="cuda")  # the storage only; the kernels are BnbKernels'
+        pack_weights(model, fake_mode, device=None)  # the storage only; the kernels are BnbKernels'
         layers: list[nn.Module] = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
     else:
         int8_layers = [m for m in model.modules() if isinstance(m, bnb.nn.Linear8bitLt)]
@@ -356,18 +348,11 @@ def quantize_for(model: nn.Module, bits: int, mode: str) -> nn.Module:
 
 def pack_for(model: nn.Module, fake_mode: FakeTensorMode, bits: int, mode: str, device: str) -> tuple[str, ...]:
     """The engine's hook after ``materialize``: the quantized storage and kernels; the notes to add."""
-    if mode == "training" and bits == 4:  # QLoRA (estimator.peak.sim.qlora); on cuda its forwards' gemm_4bit as CUDA runs it
-        import bitsandbytes as bnb
-
+    if mode == "training" and bits == 4:  # QLoRA (estimator.peak.sim.qlora), its gemm_4bit as the device's kernel runs it
         from estimator.peak.sim.qlora import pack_weights
 
         pack_weights(model, fake_mode, device=device)
-        if device != "cuda":
-            return ()
-        kernels = BnbKernels(device)
-        for layer in [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]:
-            layer.forward = functools.partial(_forward_with, kernels, layer, layer.forward)  # type: ignore[method-assign]
-        return (QLORA_CUDA,)
+        return (QLORA_CUDA,) if device == "cuda" else ()
     pack(model, fake_mode, bits, device=device)
     return (describe(bits, device),)
 
