@@ -26,9 +26,9 @@ from testkit.quant_truth import KINDS, QUANT_CASES, simulate
 CASES = tuple(QUANT_CASES)
 NO_DEFAULT_LORA = ("mixtral_moe",)  # peft has no default LoRA targets for it
 KNOWN = [
-    "Known gaps (not located yet): int4 `generate` on the sliding-window models (mistral_swa, qwen2_swa: -6.1%) and on OPT",
-    "(-2.9%): the same models' int8 runs are within 0.4% and int8's peak is in the MLP's int8 product, int4's in attention,",
-    "so the missing bytes are likely in generate's prefill attention / masks of these models rather than in bitsandbytes.",
+    "int4 `generate` on the sliding-window models and OPT (-6.1% and -2.9% before): their peak is in the prefill's bfloat16",
+    "SDPA, where PyTorch's CPU flash kernel, on a CPU whose oneDNN packs bfloat16 operands (AMX), also holds K and V packed",
+    "and a transpose buffer (estimator/peak/kernels/cpu/flash.py, tests/test_flash_cpu_scratch.py); now modelled.",
     "gemma_mqa int4: the real run fails (bitsandbytes' AVX512-BF16 repacking asserts 32 | out_features; its k/v",
     "projections have 16); the simulation meets the same assertion and falls back to the formula, saying so.",
     "phi3 int8_lora: peft has no default LoRA targets for Phi-3 (the real run refuses too).",

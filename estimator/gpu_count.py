@@ -85,15 +85,51 @@ def count_gpus(model: Any, *, mode: str = "training", strategy: str | None = Non
     first = at(1)
     assert isinstance(first, Estimate)
     if first.library == "gguf":
-        raise UnsupportedError(["How many GPUs is not counted for GGUF files yet: llama.cpp splits the layers over the GPUs by their "
-                                "free memory (its layer split mode), which is not modelled; ", Option("n_gpu_layers"),
-                                " says how many layers fit one GPU."])
+        return _gguf_counts(first, mode, hardware, tuple(n for n in tried if n <= layout(n)[0]), options)
     where = "tensor parallel within a node, then pipeline stages of whole nodes" if mode == Mode.SERVING.value else (
         "tensor parallel within one node" if mode == Mode.INFERENCE.value else chosen)
     note = DDP_NOTE if chosen == Strategy.DDP.value else ""
     return {str(row.dtype): fewest_gpus(_trial(at, str(row.dtype), mode, chosen, hardware.total_bytes, wording, heads), hardware.name,
                                          hardware.total_bytes, tried, note=note or where)
             for row in first.rows}
+
+
+GGUF_WHERE = ("llama.cpp's default layer split (--split-mode layer; layers in proportion to each GPU's free memory, equal for "
+              "GPUs of one kind; the output layer on the last GPU, the token embeddings on the CPU), every layer, its KV cache and "
+              "a compute buffer on the GPUs at the row's context; within one machine. Fewer GPUs still run it with layers in RAM "
+              "(the row's fit says how many fit one GPU)")
+
+
+def _gguf_counts(first: Estimate, mode: str, hardware: Any, tried: tuple[int, ...], options: dict[str, Any]) -> dict[str, GPUCount]:
+    """A GGUF file run by llama.cpp: each count's split from the row's own plan (:mod:`estimator.gguf.multi_gpu`)."""
+    from estimator.fit.runtime import CUDA_CONTEXT_BYTES
+    from estimator.gguf.multi_gpu import layer_split
+
+    if mode != Mode.INFERENCE.value:
+        raise UnsupportedError(["How many GPUs is counted for a GGUF file to run it in llama.cpp: choose ", Option("mode"), " inference."])
+    if options.get("n_gpu_layers") not in (None, "all", -1):
+        raise BadOptionError([Option("n_gpu_layers"), " is what counting GPUs varies (every layer on the GPUs); leave it unset."],
+                             option="n_gpu_layers")
+    capacity = hardware.total_bytes
+
+    def trial_for(row: Row) -> Callable[[int], Trial]:
+        def trial(n: int) -> Trial:
+            found = layer_split(row.gguf_plan, n)
+            fullest = found.fullest
+            shape = "1 GPU" if n == 1 else f"llama.cpp layer split over {n} GPUs, the fullest GPU ({fullest.describe()})"
+            details: dict[str, Any] = {"method": str(row.method), "ctx": row.gguf_plan.n_ctx, "cpu_bytes": found.cpu_bytes,
+                                       "pipeline_parallel": found.pipeline_parallel, "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+                                       "devices": [d.to_dict() for d in found.devices]}
+            return Trial(n, fullest.total_bytes + CUDA_CONTEXT_BYTES, capacity, shape, details=details)
+        return trial
+
+    counted = {}
+    for row in first.rows:
+        if row.gguf_plan is None:
+            raise UnsupportedError([f"{row.dtype}: no llama.cpp plan for this row, so its GPUs are not counted."])
+        counted[str(row.dtype)] = fewest_gpus(trial_for(row), hardware.name, capacity, tried,
+                                              note=f"{GGUF_WHERE}; ctx {row.gguf_plan.n_ctx:,}")
+    return counted
 
 
 def serving_layout(n: int, heads: int | None) -> tuple[int, int]:

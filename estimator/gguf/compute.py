@@ -130,10 +130,30 @@ def _ffn_peak(e: int, f: int, hole: int, router: int, experts: int) -> tuple[int
     return below + 3 * f, False
 
 
+@dataclass(frozen=True)
+class GraphParts:
+    """The compute buffer's terms (bytes): the graph's inputs, the high-water mark through the layers (the inputs
+    included) and after them (the output), and the token ids and embeddings input kept to the end."""
+
+    inputs: int
+    layers: int
+    output: int
+    kept: int
+    n_tokens: int
+
+
 def buffers(
     hp: HParams, kv: KVCache, *, flash_attn: bool, type_k: str = "f16", type_v: str = "f16", n_ubatch: int = DEFAULT_UBATCH, n_seq: int = 1,
 ) -> Buffers:
     """The compute and output buffers llama.cpp allocates for ``hp`` with the cache ``kv``."""
+    found = graph_parts(hp, kv, flash_attn=flash_attn, type_k=type_k, type_v=type_v, n_ubatch=n_ubatch)
+    return Buffers(compute=max(found.layers, found.output), output=4 * hp.n_vocab * n_seq, n_tokens=found.n_tokens)
+
+
+def graph_parts(
+    hp: HParams, kv: KVCache, *, flash_attn: bool, type_k: str = "f16", type_v: str = "f16", n_ubatch: int = DEFAULT_UBATCH,
+) -> GraphParts:
+    """:func:`buffers`' terms, apart (a layer split over several GPUs puts them on different devices)."""
     tokens = min(kv.cells, n_ubatch)
     rotations = _rotation_k(hp, type_k) + _rotation_v(hp, type_v)
     e = hp.n_embd
@@ -176,4 +196,4 @@ def buffers(
         # residual (in the freed inputs, after the router, when those hold an E block)
         below = inputs if inputs - kept < 4 * tokens * e else kept + 4 * tokens * router
         output = max(output, below + 4 * tokens * ((3 + hp.n_expert_used) * e + hp.n_vocab))
-    return Buffers(compute=max(layers, output), output=4 * hp.n_vocab * n_seq, n_tokens=tokens)
+    return GraphParts(inputs=inputs, layers=layers, output=output, kept=kept, n_tokens=tokens)

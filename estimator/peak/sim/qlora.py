@@ -25,6 +25,13 @@ registration only makes the output, so :func:`pack_weights` runs each layer's fo
 dispatch mode that replaces the op by that Python kernel: the dequantized weight is then tracked as
 the temporary it is. Backward (``grad_A = grad_output @ dequantize_4bit(B)``) already runs as torch
 ops and needs nothing.
+
+On ``device="cuda"`` (bitsandbytes 0.50's CUDA path, from its source; no GPU here to measure it) the same op
+allocates as ``backends/cuda/ops.py`` does (:class:`_CudaGemm4bit`): only the output for up to 4 rows (the fused
+``cgemm_4bit``), the whole weight dequantized to the compute dtype beside it above 1,536 rows
+(``_dequant_linear_fallback``; between the two bitsandbytes picks by GPU and the dequantizing path is assumed,
+with a note). The backward's ``dequantize_4bit`` allocates only its output on CUDA, as its fake
+registration does. ``tests/test_qlora_cuda.py`` pins these figures to the installed source.
 """
 
 from __future__ import annotations
@@ -39,10 +46,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from estimator.peak.workload import model_dtype
 
-__all__ = ["QUANT_TYPE", "pack_weights", "quantize_on_meta"]
+__all__ = ["CUDA_DEQUANT_ABOVE_M", "CUDA_FUSED_MAX_M", "QLORA_CUDA", "QUANT_TYPE", "pack_weights", "quantize_on_meta"]
 
 QUANT_TYPE = "nf4"
 BLOCKSIZE = 64  # Params4bit's default
+CUDA_FUSED_MAX_M = 4  # bitsandbytes 0.50 backends/cuda/ops.py: _GEMM_4BIT_CUSTOM_FLOOR_M (fused kernel at M <= 4)
+CUDA_DEQUANT_ABOVE_M = 1536  # ... _gemm_4bit_custom_max_m (dequantize + F.linear above it)
+QLORA_CUDA = ("QLoRA on CUDA (bitsandbytes 0.50, autograd/_functions.py MatMul4Bit, backends/cuda/ops.py): each 4-bit "
+              "layer's forward is gemm_4bit, which above 1,536 rows (batch x tokens) dequantizes the whole weight to the "
+              "compute dtype then F.linear (up to 4 rows the fused kernel writes the output only; between, bitsandbytes "
+              "picks by GPU and shape and the dequantizing path, the larger, is assumed); its backward dequantizes the "
+              "weight again (dequantize_4bit, in the dtype it was quantized from, cast to the gradient's) for grad_input")
+
+
 
 
 def _config(compute_dtype: torch.dtype, quant_type: str) -> Any:
@@ -81,15 +97,40 @@ class _CpuGemm4bit(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class _CudaGemm4bit(TorchDispatchMode):
+    """``bitsandbytes::gemm_4bit`` as its CUDA kernel allocates (``backends/cuda/ops.py``): above
+    :data:`CUDA_FUSED_MAX_M` rows (or with ``K`` not a multiple of the block) ``_dequant_linear_fallback``'s
+    ``B_dq``, the whole weight in the compute dtype, lives while the product is made, then is freed; the op itself
+    still reaches the modes below (its fake registration makes the output, the speed trace counts it as one op)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.ops.bitsandbytes.gemm_4bit.default:
+            A, shape, blocksize = args[0], args[2], args[4]
+            rows = A.numel() // A.shape[-1]
+            if rows > CUDA_FUSED_MAX_M or A.shape[-1] % blocksize:
+                dequantized = torch.empty(tuple(shape), dtype=A.dtype, device=A.device)
+                out = func(*args, **kwargs)
+                del dequantized
+                return out
+        return func(*args, **kwargs)
+
+
 def _forward_as_on_cpu(forward: Any, *args: Any, **kwargs: Any) -> Any:
     with _CpuGemm4bit():
         return forward(*args, **kwargs)
 
 
-def pack_weights(model: nn.Module, fake_mode: FakeTensorMode, *, device: str = "cpu") -> nn.Module:
+def _forward_as_on_cuda(forward: Any, *args: Any, **kwargs: Any) -> Any:
+    with _CudaGemm4bit():
+        return forward(*args, **kwargs)
+
+
+def pack_weights(model: nn.Module, fake_mode: FakeTensorMode, *, device: str | None = "cpu") -> nn.Module:
     """Give every ``Linear4bit`` of a materialised model its packed 4-bit weight and ``QuantState``
-    as fake tensors (see the module docstring); on ``device="cpu"`` its forward runs the CPU kernel
-    of ``gemm_4bit`` as torch ops. Returns the model, changed in place."""
+    as fake tensors (see the module docstring); its forward runs ``gemm_4bit`` as ``device``'s kernel
+    allocates (``"cpu"``: its torch ops; ``"cuda"``: the dequantized weight where the CUDA kernel makes
+    one); ``None``: the storage only (the caller runs the kernels). Returns the model, changed in place."""
     import bitsandbytes as bnb
     from bitsandbytes.functional import QuantState, get_4bit_type
 
@@ -116,6 +157,7 @@ def pack_weights(model: nn.Module, fake_mode: FakeTensorMode, *, device: str = "
         module.weight = weight
         module.register_buffer("_quant_absmax", absmax, persistent=False)
         module.register_buffer("_quant_code", code, persistent=False)
-        if device == "cpu":
-            module.forward = functools.partial(_forward_as_on_cpu, module.forward)  # type: ignore[method-assign]
+        if device in ("cpu", "cuda"):
+            on_device = _forward_as_on_cpu if device == "cpu" else _forward_as_on_cuda
+            module.forward = functools.partial(on_device, module.forward)  # type: ignore[method-assign]
     return model

@@ -52,13 +52,12 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from estimator.peak.sim.qlora import CUDA_FUSED_MAX_M, QLORA_CUDA
 from estimator.peak.workload import model_dtype
 
 __all__ = ["BnbKernels", "INT8_THRESHOLD", "describe", "pack", "quantize_on_meta"]
 
 INT8_THRESHOLD = 6.0  # transformers' BitsAndBytesConfig(llm_int8_threshold=6.0), the LLM.int8() paper's value
-_CUDA_CUSTOM_MAX_M = 4  # bitsandbytes 0.50 backends/cuda/ops.py: _GEMM_4BIT_CUSTOM_FLOOR_M (fused kernel at M <= 4)
-_CUDA_CUSTOM_LIMIT_M = 1536  # ... _gemm_4bit_custom_max_m (dequantize + F.linear above it)
 _CPU_ROWS_BLOCK = 32  # _convert_weight_packed_for_cpu's block_n: out_features must be a multiple of it
 
 
@@ -108,7 +107,7 @@ def pack(model: nn.Module, fake_mode: FakeTensorMode, bits: int, *, device: str)
     if bits == 4:
         from estimator.peak.sim.qlora import pack_weights
 
-        pack_weights(model, fake_mode, device="cuda")  # the storage only; the kernels are BnbKernels'
+        pack_weights(model, fake_mode, device=None)  # the storage only; the kernels are BnbKernels'
         layers: list[nn.Module] = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
     else:
         int8_layers = [m for m in model.modules() if isinstance(m, bnb.nn.Linear8bitLt)]
@@ -327,7 +326,7 @@ def _cuda_gemm_4bit(A: torch.Tensor, B: torch.Tensor, shapeB: Any, absmax: torch
                     absmax_code: torch.Tensor | None = None, absmax_offset: torch.Tensor | None = None) -> torch.Tensor:
     K = A.shape[-1]
     M = A.numel() // K
-    if M <= _CUDA_CUSTOM_MAX_M and K % blocksize == 0:  # the fused kernel writes the output only
+    if M <= CUDA_FUSED_MAX_M and K % blocksize == 0:  # the fused kernel writes the output only
         A = A.contiguous()
         return torch.empty((*A.shape[:-1], shapeB[0]), dtype=A.dtype, device=A.device)
     nested = []  # _dequant_linear_fallback: the nested absmax dequantized first (both live until it returns)
@@ -349,11 +348,11 @@ def quantize_for(model: nn.Module, bits: int, mode: str) -> nn.Module:
 
 def pack_for(model: nn.Module, fake_mode: FakeTensorMode, bits: int, mode: str, device: str) -> tuple[str, ...]:
     """The engine's hook after ``materialize``: the quantized storage and kernels; the notes to add."""
-    if mode == "training" and bits == 4:  # QLoRA as it was simulated before (estimator.peak.sim.qlora)
+    if mode == "training" and bits == 4:  # QLoRA (estimator.peak.sim.qlora), its gemm_4bit as the device's kernel runs it
         from estimator.peak.sim.qlora import pack_weights
 
         pack_weights(model, fake_mode, device=device)
-        return ()
+        return (QLORA_CUDA,) if device == "cuda" else ()
     pack(model, fake_mode, bits, device=device)
     return (describe(bits, device),)
 
