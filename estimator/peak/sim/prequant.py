@@ -287,13 +287,13 @@ def _no_progress_bars() -> Iterator[None]:
                  "compressed_tensors.quantization.lifecycle.apply"):
         module = importlib.import_module(name)
         if hasattr(module, "tqdm"):
-            patched.append((module, module.tqdm))
-            module.tqdm = _no_bar
+            patched.append((module, getattr(module, "tqdm")))  # noqa: B009 (not every module has it: typed as Module)
+            setattr(module, "tqdm", _no_bar)  # noqa: B010
     try:
         yield
     finally:
         for module, bar in patched:
-            module.tqdm = bar
+            setattr(module, "tqdm", bar)  # noqa: B010
 
 
 def _no_bar(iterable: Any = None, *args: Any, **kwargs: Any) -> Any:
