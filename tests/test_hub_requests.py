@@ -32,12 +32,14 @@ def requests_of(url: str, *args: str, home: Path) -> tuple[dict[str, object], li
 
 
 def test_a_sharded_load_answer_makes_seven_requests(hub_server: str, tmp_path: Path) -> None:
-    """model_info, config.json, the index, one header read per shard: no HEAD, no 404 probe, nothing twice."""
+    """model_info, then config.json beside the index and one header read per shard (the headers are read while the
+    config is: the stand-in logs them in the order they end): no HEAD, no 404 probe, nothing twice."""
     answer, made = requests_of(hub_server, "meta-llama/Llama-3.1-8B", home=tmp_path / "hf")
     base = f"/meta-llama/Llama-3.1-8B/resolve/{LLAMA_SHA}/"
-    assert made[:3] == [("GET", "/api/models/meta-llama/Llama-3.1-8B"), ("GET", base + "config.json"),
-                        ("GET", base + "model.safetensors.index.json")]
-    assert sorted(made[3:]) == [("GET", base + f"model-0000{i}-of-00004.safetensors") for i in range(1, 5)]
+    shards = [("GET", base + f"model-0000{i}-of-00004.safetensors") for i in range(1, 5)]
+    assert made[0] == ("GET", "/api/models/meta-llama/Llama-3.1-8B")
+    assert sorted(made[1:]) == sorted([("GET", base + "config.json"), ("GET", base + "model.safetensors.index.json"), *shards])
+    assert min(made.index(shard) for shard in shards) > made.index(("GET", base + "model.safetensors.index.json"))
     assert [row["total_bytes"] for row in answer["rows"]][:2] == [32_121_044_992, 16_060_522_496]
     # the same HF_HOME again: config and index come from the client's cache when it has them; never more requests
     _, again = requests_of(hub_server, "meta-llama/Llama-3.1-8B", home=tmp_path / "hf")
@@ -47,8 +49,27 @@ def test_a_sharded_load_answer_makes_seven_requests(hub_server: str, tmp_path: P
 def test_a_single_file_load_answer_reads_only_its_header(hub_server: str, tmp_path: Path) -> None:
     _, made = requests_of(hub_server, "openai-community/gpt2", home=tmp_path / "hf")
     assert made[0] == ("GET", "/api/models/openai-community/gpt2")
-    assert [path.rsplit("/", 1)[1] for _, path in made[1:]][:2] == ["config.json", "model.safetensors"]
+    assert sorted(path.rsplit("/", 1)[1] for _, path in made[1:3]) == ["config.json", "model.safetensors"]
     assert all(method == "GET" for method, _ in made) and len(made) <= 4  # a large header may take a second range read
+
+
+def test_a_sentence_transformers_load_answer_reads_its_header(hub_server: str, tmp_path: Path) -> None:
+    """all-MiniLM-L6-v2 (issue 34: a minute, building the model with torch): model_info, modules.json and the
+    Transformer's config.json, and the header of its model.safetensors; the rows come from that header."""
+    answer, made = requests_of(hub_server, "sentence-transformers/all-MiniLM-L6-v2", home=tmp_path / "hf")
+    assert made[0] == ("GET", "/api/models/sentence-transformers/all-MiniLM-L6-v2")
+    assert sorted(path.rsplit("/", 1)[1] for _, path in made[1:]) == ["config.json", "model.safetensors", "modules.json"]
+    assert answer["library"] == "sentence-transformers" and {row["method"] for row in answer["rows"]} == {"stored"}
+    # the checkpoint's 22,713,216 float32 values and 512 int64 position_ids (tests/test_hub_server.py), as hf-mem counts them
+    assert answer["rows"][0]["total_bytes"] == 22_713_216 * 4 + 512 * 8
+
+
+def test_the_weight_file_names_are_the_clients() -> None:
+    from huggingface_hub import constants
+
+    from estimator.source import hub
+
+    assert (hub.SAFETENSORS_SINGLE_FILE, hub.SAFETENSORS_INDEX_FILE) == (constants.SAFETENSORS_SINGLE_FILE, constants.SAFETENSORS_INDEX_FILE)
 
 
 def _metadata(order: list[str]) -> SimpleNamespace:
