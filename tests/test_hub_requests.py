@@ -86,3 +86,47 @@ def _metadata(order: list[str]) -> SimpleNamespace:
 def test_a_tie_for_the_largest_layer_is_named_the_same_whatever_order_the_headers_came(order: list[str]) -> None:
     stored = stored_bytes(tensors_from_metadata(_metadata(order)), DType.BFLOAT16)
     assert (stored.largest_layer_name, stored.largest_layer_bytes) == ("model.layers.0", 2 * 64 * 64 * 2)
+
+
+def _st_resolved(files: tuple[str, ...]) -> object:
+    from estimator.options import Library
+    from estimator.source.reference import ModelRef
+    from estimator.source.resolve import Resolved
+
+    modules = [{"name": "0", "kind": "Transformer", "path": "", "config": {"architectures": ["BertModel"]}},
+               {"name": "1", "kind": "Pooling", "path": "1_Pooling", "config": None},
+               {"name": "2", "kind": "Dense", "path": "2_Dense", "config": {"in_features": 64, "out_features": 32}}]
+    return Resolved(ref=ModelRef(repo_id="org/st"), source="hub", library=Library.SENTENCE_TRANSFORMERS, config={"architectures": ["BertModel"]},
+                    revision="0" * 40, files=files, extra={"modules": modules})
+
+
+def _header(**tensors: tuple[str, list[int]]) -> SimpleNamespace:
+    return SimpleNamespace(metadata=None, sharded=False, files_metadata={"model.safetensors": SimpleNamespace(
+        tensors={name: SimpleNamespace(dtype=dtype, shape=shape) for name, (dtype, shape) in tensors.items()})})
+
+
+def test_a_sentence_transformer_with_a_dense_head_counts_each_modules_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Transformer's tensors under ``0.auto_model.``, the Dense module's own header under ``2.``; a Dense saved only as
+    pytorch_model.bin sends the answer to the build."""
+    from estimator.load import rows
+    from estimator.options import parse_options
+
+    headers = {"": _header(**{"embeddings.word_embeddings.weight": ("F32", [1000, 64]), "pooler.dense.weight": ("F32", [64, 64])}),
+               "2_Dense": _header(**{"linear.weight": ("F32", [32, 64]), "linear.bias": ("F32", [32])})}
+    asked: list[str] = []
+
+    def metadata(repo_id: str, *, revision: str | None, token: str | None, timeout: float, files: tuple[str, ...], folder: str = "") -> object:
+        asked.append(folder)
+        return headers[folder] if f"{folder}/model.safetensors".lstrip("/") in files else None
+
+    monkeypatch.setattr(rows.hub, "safetensors_metadata", metadata)
+    spec = parse_options(dtypes=["float32", "float16"]).load
+    answer = rows.stored_rows(_st_resolved(("model.safetensors", "2_Dense/model.safetensors", "modules.json")), spec,  # type: ignore[arg-type]
+                              token=None, timeout=1.0, cross_check=False)
+    assert answer is not None and asked == ["", "2_Dense"]
+    elements = 1000 * 64 + 64 * 64 + 32 * 64 + 32
+    assert [row.total_bytes for row in answer] == [elements * 4, elements * 2]
+    assert answer[0].notes[0].endswith("largest layer: 0.auto_model.embeddings.word_embeddings")
+    assert answer[0].training_adam_bytes == elements * 4 + elements * rows.ADAM_BYTES_FP32
+    assert rows.stored_rows(_st_resolved(("model.safetensors", "2_Dense/pytorch_model.bin", "modules.json")), spec,  # type: ignore[arg-type]
+                            token=None, timeout=1.0, cross_check=False) is None
