@@ -13,9 +13,11 @@ from estimator.result import Estimate, Row
 from estimator.source import hub
 from estimator.source.limits import check_config, max_positions
 from estimator.source.reference import ModelRef, is_gguf_path, parse_reference
-from estimator.source.resolve import Resolved, resolve_hub, resolve_local
+from estimator.source.resolve import Resolved, detect_library, resolve_hub, resolve_local
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from estimator.fit.gpus import GPU
 
 logger = logging.getLogger(__name__)
@@ -128,11 +130,31 @@ def estimate(
             _CACHE.put(key, result)
         return result
     _refuse_gguf_options(options, repo_id)
+    headers = _start_headers(repo_id, info.sha or ref.revision, info, files, options, token=token, timeout=timeout)
     resolved = resolve_hub(ref, options.load.library, token=token, timeout=timeout, info=info)
-    result = _estimate_resolved(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
+    result = _estimate_resolved(resolved, options, cross_check=cross_check, token=token, timeout=timeout, headers=headers)
     if info.sha:
         _CACHE.put(key, result)
     return result
+
+
+def _start_headers(repo_id: str, revision: str | None, info: hub.RepoInfo, files: tuple[str, ...], options: Options, *,
+                   token: str | None, timeout: float) -> Future[Any] | None:
+    """The checkpoint's safetensors headers of a load answer, read in a thread while the config is read (the same
+    requests, one round trip fewer: docs/benchmarks.md), or None where the answer would not read them.
+
+    Only for a load answer in stored dtypes of a transformers or timm repo with a config.json, or a sentence-transformers
+    repo (whose Transformer module nearly always sits at the top; ``stored_rows`` reads its own folder's otherwise)."""
+    if options.mode is not Mode.LOAD or not set(options.dtypes) <= STORED_DTYPES or "config.json" not in files:
+        return None
+    library = options.load.library
+    if library is Library.AUTO:
+        library = detect_library(None, files, info.library_name, info.tags)
+    if library not in (Library.TRANSFORMERS, Library.TIMM, Library.SENTENCE_TRANSFORMERS):
+        return None
+    from estimator.load.rows import start_headers
+
+    return start_headers(repo_id, revision, files, token=token, timeout=timeout)
 
 
 def _gguf_only(files: tuple[str, ...]) -> bool:
@@ -197,22 +219,24 @@ def _from_catalog(repo_id: str, revision: str | None, options: Options) -> Estim
     return replace(result, rows=tuple(replace(row, notes=(note, *row.notes)) for row in result.rows))
 
 
-def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float = hub.DEFAULT_TIMEOUT_S) -> Estimate:
+def _estimate_resolved(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float = hub.DEFAULT_TIMEOUT_S,
+                       headers: Future[Any] | None = None) -> Estimate:
     check_config(resolved.config, model=resolved.name)
     if options.hardware.cpu_threads is not None and options.mode is not Mode.LOAD:  # device cpu: the run's threads
         from estimator.peak.kernels.cpu.isa import target_threads
 
         with target_threads(options.hardware.cpu_threads):
             return _rows_estimate(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
-    return _rows_estimate(resolved, options, cross_check=cross_check, token=token, timeout=timeout)
+    return _rows_estimate(resolved, options, cross_check=cross_check, token=token, timeout=timeout, headers=headers)
 
 
-def _rows_estimate(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float) -> Estimate:
+def _rows_estimate(resolved: Resolved, options: Options, *, cross_check: bool, token: str | None, timeout: float,
+                   headers: Future[Any] | None = None) -> Estimate:
     rows: tuple[Row, ...] | None = None
     if resolved.source == "hub" and options.mode is Mode.LOAD and set(options.dtypes) <= STORED_DTYPES:
         from estimator.load import rows as loadrows
 
-        rows = loadrows.stored_rows(resolved, options.load, token=token, timeout=timeout, cross_check=cross_check)
+        rows = loadrows.stored_rows(resolved, options.load, token=token, timeout=timeout, cross_check=cross_check, headers=headers)
     gpu = target_gpu(options)
     if options.mode is Mode.SERVING and gpu is not None:  # check_supported: serving always names a GPU
         from estimator.serving.rows import serving_rows

@@ -110,3 +110,39 @@ def test_timm_folder(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["library"] == "timm" and data["architecture"] == "resnet18.a1_in1k"
+
+
+@pytest.mark.parametrize(("mode", "collects"), [("load", False), ("inference", True), ("training", True)])
+def test_the_process_entry_pauses_the_collector_only_for_load_answers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                      mode: str, collects: bool) -> None:
+    """``run()`` (estimate-memory, python -m estimator) turns the cyclic collector off; a simulation turns it back on
+    (its fake tensors make garbage cycles), a load answer keeps it off (docs/benchmarks.md). Here on a missing folder,
+    so the answer is a refusal and no model is built."""
+    import gc
+
+    from estimator import cli
+
+    was = gc.isenabled()
+    monkeypatch.setattr(cli, "_COLLECTOR_PAUSED", True)
+    gc.disable()
+    try:
+        status = cli.main([str(tmp_path / "missing"), "--mode", mode])
+        assert status == 2
+        assert gc.isenabled() is collects
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_main_alone_leaves_the_collector_as_its_caller_set_it(tmp_path: Path) -> None:
+    """A program that calls ``main()`` with its own collector off keeps it off, simulation or not."""
+    import gc
+
+    from estimator import cli
+
+    assert not cli._COLLECTOR_PAUSED
+    gc.disable()
+    try:
+        assert cli.main([str(tmp_path / "missing"), "--mode", "inference"]) == 2
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -21,6 +21,8 @@ from estimator.source.stored import (
 )
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from torch import nn
 
     from estimator.options import LoadSpec
@@ -186,18 +188,85 @@ def _bnb_row(resolved: Resolved, spec: LoadSpec, dtype: DType, builds: _KeptBuil
     )
 
 
-def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeout: float, cross_check: bool) -> tuple[Row, ...] | None:
-    """Rows from the repo's safetensors headers, or None when it has none (then the model is built)."""
-    if resolved.library not in (Library.TRANSFORMERS, Library.TIMM) or resolved.ref.repo_id is None:
+@dataclass(frozen=True)
+class _Checkpoint:
+    """A Hub repo's checkpoint as its safetensors headers list it."""
+
+    tensors: list[StoredTensor]  # every tensor the model's weights hold, named as the model's state dict names them
+    metadata: Any  # the (main) model's ``SafetensorsRepoMetadata``: its index dtype and first file give the load dtype
+    quantizable: list[StoredTensor] | None  # what the bnb layout table reads (checkpoint names), None: the build answers
+
+
+_ST_WEIGHTED = ("Dense", "LayerNorm", "WeightedLayerPooling")  # sentence-transformers modules with weights of their own
+
+
+def read_headers(resolved: Resolved, *, token: str | None, timeout: float) -> Any:
+    """The safetensors metadata of the model's weights (a sentence-transformers Transformer's: in its folder), or None."""
+    assert resolved.ref.repo_id is not None
+    return hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout,
+                                    files=resolved.files, folder=_transformer_folder(resolved))
+
+
+def start_headers(repo_id: str, revision: str | None, files: tuple[str, ...], *, token: str | None, timeout: float) -> Future[Any] | None:
+    """:func:`hub.safetensors_metadata` of the repo's top folder started in a thread (what :func:`stored_rows` reads
+    first), or None when that folder holds no ``model.safetensors`` or index."""
+    if not {hub.SAFETENSORS_SINGLE_FILE, hub.SAFETENSORS_INDEX_FILE} & set(files):
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="estimator-headers")
+    future = pool.submit(hub.safetensors_metadata, repo_id, revision=revision, token=token, timeout=timeout, files=files)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _transformer_folder(resolved: Resolved) -> str:
+    if resolved.library is not Library.SENTENCE_TRANSFORMERS:
+        return ""
+    return next((str(m["path"]) for m in resolved.extra.get("modules", ()) if m.get("kind") == "Transformer"), "")
+
+
+def _checkpoint(resolved: Resolved, metadata: Any, *, token: str | None, timeout: float) -> _Checkpoint | None:
+    tensors = tensors_from_metadata(metadata)
+    if resolved.library is not Library.SENTENCE_TRANSFORMERS:
+        return _Checkpoint(tensors, metadata, tensors)
+    # sentence-transformers: the Transformer's checkpoint under ``<name>.auto_model.`` and each weighted module's own
+    # ``<path>/model.safetensors`` under ``<name>.`` (the library's state dict names, as the meta build names them)
+    assert resolved.ref.repo_id is not None
+    modules = resolved.extra.get("modules", [])
+    named = [replace(t, name=f"{m['name']}.auto_model.{t.name}") for m in modules if m["kind"] == "Transformer" for t in tensors]
+    weighted = [m for m in modules if m["kind"] in _ST_WEIGHTED]
+    for module in weighted:
+        own = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout,
+                                       files=resolved.files, folder=module["path"])
+        if own is None or getattr(own, "sharded", False):
+            return None  # a pytorch_model.bin only: the model is built
+        named += [replace(t, name=f"{module['name']}.{t.name}") for t in tensors_from_metadata(own)]
+    return _Checkpoint(named, metadata, None if weighted else tensors)
+
+
+def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeout: float, cross_check: bool,
+                headers: Any = None) -> tuple[Row, ...] | None:
+    """Rows from the repo's safetensors headers, or None when it has none (then the model is built).
+
+    ``headers``: a ``concurrent.futures.Future`` of the top folder's safetensors metadata, when the caller started
+    reading it ahead (``estimator.api``, while the config was read); else the headers are read here."""
+    if resolved.library not in (Library.TRANSFORMERS, Library.TIMM, Library.SENTENCE_TRANSFORMERS) or resolved.ref.repo_id is None:
         return None
     if not any(name.endswith(".safetensors") for name in resolved.files):
         return None
-    metadata = hub.safetensors_metadata(resolved.ref.repo_id, revision=resolved.revision, token=token, timeout=timeout, files=resolved.files)
+    if resolved.library is Library.SENTENCE_TRANSFORMERS and sum(m["kind"] == "Transformer" for m in resolved.extra.get("modules", [])) != 1:
+        return None
+    if headers is not None and not _transformer_folder(resolved):
+        metadata = headers.result()
+    else:
+        metadata = read_headers(resolved, token=token, timeout=timeout)
     if metadata is None:
         return None
-    tensors = tensors_from_metadata(metadata)
-    if not tensors:
+    checkpoint = _checkpoint(resolved, metadata, token=token, timeout=timeout)
+    if checkpoint is None or not checkpoint.tensors:
         return None
+    tensors = checkpoint.tensors
     load = _hub_kept_dtype(resolved, spec, metadata)
     notes: list[str] = []
     quant_method = (resolved.config.get("quantization_config") or {}).get("quant_method")
@@ -215,7 +284,7 @@ def stored_rows(resolved: Resolved, spec: LoadSpec, *, token: str | None, timeou
             if is_prequantized(tensors) or quant_method is not None:
                 rows.append(_prequantized_row(tensors, resolved, dtype, notes))
             else:
-                rows.append(_stored_bnb_row(tensors, resolved, dtype, notes, load) or _bnb_row(resolved, spec, dtype, builds, load))
+                rows.append(_stored_bnb_row(checkpoint.quantizable, resolved, dtype, notes, load) or _bnb_row(resolved, spec, dtype, builds, load))
             continue
         stored = stored_bytes(tensors, dtype)
         row_notes = [f"from the checkpoint's safetensors headers; largest layer: {stored.largest_layer_name}", *notes]
@@ -255,9 +324,12 @@ def _hub_kept_dtype(resolved: Resolved, spec: LoadSpec, metadata: object) -> Kep
     return kept_dtype(resolved.config, spec.bnb_compute_dtype, index_dtype=index, first_file=first)
 
 
-def _stored_bnb_row(tensors: list[StoredTensor], resolved: Resolved, dtype: DType, notes: list[str], load: KeptDType) -> Row | None:
-    """int8 / int4 from the headers and the layout table (no torch), or None: then the model is built."""
-    if resolved.library is not Library.TRANSFORMERS:
+def _stored_bnb_row(tensors: list[StoredTensor] | None, resolved: Resolved, dtype: DType, notes: list[str], load: KeptDType) -> Row | None:
+    """int8 / int4 from the headers and the layout table (no torch), or None: then the model is built.
+
+    A sentence-transformers model whose only weights are its Transformer's loads them as transformers does
+    (``model_kwargs={"quantization_config": ...}`` reaches its ``from_pretrained``), so the table answers it too."""
+    if resolved.library not in (Library.TRANSFORMERS, Library.SENTENCE_TRANSFORMERS) or tensors is None:
         return None
     if load.dtype is None:
         return _unsupported_dtype_row(dtype, load, "stored")

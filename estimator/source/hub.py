@@ -234,19 +234,25 @@ def download_json(repo_id: str, filename: str, *, revision: str | None, token: s
 
 def safetensors_metadata(
     repo_id: str, *, revision: str | None, token: str | None, timeout: float = DEFAULT_TIMEOUT_S, files: tuple[str, ...] = (),
+    folder: str = "",
 ) -> SafetensorsRepoMetadata | None:
     """Per-tensor shapes and dtypes from the repo's safetensors headers (HTTP Range reads), or None.
 
     ``files``: the repo's file list from its ``model_info``, when the caller has it. Then the requests are only those
     the answer needs: ``model.safetensors``'s header, or the index (:func:`download_any_json`) and each shard's header
     (:func:`safetensors_header`, in parallel), gathered in file-name order so the result is the same every run.
-    Without it, ``get_safetensors_metadata`` (which first HEADs both names to find which exists)."""
+    Without it, ``get_safetensors_metadata`` (which first HEADs both names to find which exists).
+
+    ``folder``: the weights of a module saved in a folder of the repo (a sentence-transformers ``Dense`` in
+    ``2_Dense/``); the file names in the answer are relative to it. Only with ``files``."""
     from huggingface_hub.errors import NotASafetensorsRepoError, SafetensorsParsingError
 
     try:
         with hub_errors(repo_id, revision, token_given=token is not None, what="safetensors weights"):
             if files:
-                return _listed_safetensors(repo_id, revision=revision, token=token, timeout=timeout, files=files)
+                return _listed_safetensors(repo_id, revision=revision, token=token, timeout=timeout, files=files, folder=folder)
+            if folder:
+                return None
             from huggingface_hub import get_safetensors_metadata
 
             return get_safetensors_metadata(repo_id, revision=revision, token=token, timeout=timeout)
@@ -270,6 +276,8 @@ def resolve_url(repo_id: str, filename: str, revision: str | None) -> str:
                                                         filename=quote(filename))
 
 
+SAFETENSORS_SINGLE_FILE = "model.safetensors"  # huggingface_hub.constants' names, without importing the client for them
+SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 _FIRST_READ = 100_000  # bytes of a header read at once, as HfApi.parse_safetensors_file_metadata reads them
 
 
@@ -307,27 +315,31 @@ def safetensors_header(repo_id: str, filename: str, *, revision: str | None, tok
         raise SafetensorsParsingError(f"The safetensors header of {filename} of {repo_id} cannot be parsed ({exc}).") from None
 
 
-def _listed_safetensors(repo_id: str, *, revision: str | None, token: str | None, timeout: float, files: tuple[str, ...]) -> SafetensorsRepoMetadata | None:
+def _listed_safetensors(repo_id: str, *, revision: str | None, token: str | None, timeout: float, files: tuple[str, ...],
+                        folder: str = "") -> SafetensorsRepoMetadata | None:
     """``get_safetensors_metadata``'s answer for a repo whose file list is known, without its existence probes."""
     from concurrent.futures import ThreadPoolExecutor
 
     from huggingface_hub import constants
     from huggingface_hub.utils import SafetensorsRepoMetadata
 
-    if constants.SAFETENSORS_SINGLE_FILE in files:
-        single = safetensors_header(repo_id, constants.SAFETENSORS_SINGLE_FILE, revision=revision, token=token, timeout=timeout)
+    def path(name: str) -> str:
+        return f"{folder}/{name}" if folder else name
+
+    if path(constants.SAFETENSORS_SINGLE_FILE) in files:
+        single = safetensors_header(repo_id, path(constants.SAFETENSORS_SINGLE_FILE), revision=revision, token=token, timeout=timeout)
         return SafetensorsRepoMetadata(metadata=None, sharded=False, weight_map=dict.fromkeys(single.tensors, constants.SAFETENSORS_SINGLE_FILE),
                                        files_metadata={constants.SAFETENSORS_SINGLE_FILE: single})
-    if constants.SAFETENSORS_INDEX_FILE not in files:
+    if path(constants.SAFETENSORS_INDEX_FILE) not in files:
         return None
-    index = download_any_json(repo_id, constants.SAFETENSORS_INDEX_FILE, revision=revision, token=token, timeout=timeout)
+    index = download_any_json(repo_id, path(constants.SAFETENSORS_INDEX_FILE), revision=revision, token=token, timeout=timeout)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
-        raise MalformedConfigError(f"{constants.SAFETENSORS_INDEX_FILE} of {repo_id} has no weight_map.", model_id=repo_id, revision=revision)
+        raise MalformedConfigError(f"{path(constants.SAFETENSORS_INDEX_FILE)} of {repo_id} has no weight_map.", model_id=repo_id, revision=revision)
     shards = sorted(set(map(str, weight_map.values())))
 
     def parse(filename: str) -> Any:
-        return safetensors_header(repo_id, filename, revision=revision, token=token, timeout=timeout)
+        return safetensors_header(repo_id, path(filename), revision=revision, token=token, timeout=timeout)
 
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(shards)))) as pool:
         parsed = list(pool.map(parse, shards))
