@@ -195,6 +195,16 @@ def _run(hw: Hardware, build: int, **kw: object) -> LlamaCppRun:
                        qkv_cont=build < QKV_VIEWS_BUILD, fused_glu=build >= GLU_OPS_BUILD, **kw)  # type: ignore[arg-type]
 
 
+NKVO_HOST = None
+"""The host CPU of PR #4812's ``-nkvo 1`` rows (https://github.com/ggml-org/llama.cpp/pull/4812, slaren, 2024-01-07): not
+named. The PR's text names only the GPU ("NVIDIA GeForce RTX 3090 Ti") and no comment naming a CPU was found in it; the
+author's only stated machine found is from August 2023 ("13900k, DDR5 6400", https://github.com/ggml-org/llama.cpp/issues/34),
+five months earlier, not of the PR's weeks. The bench guesses no host where a case names none (a partially offloaded
+case is "not modelled: partial offload: host not named", :func:`_generic`), so these two figures stay unmodelled and
+count as misses. The -nkvo path itself (:mod:`estimator.speed.llamacpp`, ``offload_kqv=False``) is modelled for users,
+who name their host. Build 1786 also predates the ggml-backend scheduler (PR #4766) whose placement the model follows."""
+
+
 GLU_OPS_BUILD = 5700
 """The first build assumed to fuse a gated FFN's activation and product (``ggml_swiglu_split``, the GLU ops of PR #14158,
 merged June 2025, about b5700); every case here is older (two kernels: the activation, then ``ggml_mul``)."""
@@ -287,9 +297,10 @@ def _case(r: dict) -> list[Figure]:
             nkvo = cells[0].endswith("1")
             test = cells[1].replace(" ", "")
             fig = _fig(r, "LLaMA-7B", LLAMA_7B, "Q4_0", "RTX 3090 Ti", 1786, test[:2], int(test[2:]), float(cells[2].split()[0]), 3.56)
-            if nkvo:  # the host CPU is not stated and ggml's CPU attention kernels are not modelled: no estimate
+            if nkvo:  # NKVO_HOST: no source names the host CPU, and the bench guesses no host (as for partial offload)
                 fig = Figure(fig.case, fig.model, fig.hardware, fig.phase, fig.n, fig.measured, None, fig.size_printed_gib, fig.size_ours_gib,
-                             "-nkvo 1: KV cache and attention on the host CPU, which the case does not name; not modelled")
+                             "-nkvo 1: KV cache and attention on the host CPU, which no source of the PR's weeks names; not modelled "
+                             "(LlamaCppRun(offload_kqv=False) models it given a host)")
             rows.append(fig)
         return rows
     if rid.startswith("gh-llamacpp-pr3084"):

@@ -34,6 +34,7 @@ from estimator.speed.hardware import HARDWARE, Kind, apple_working_set, find_har
 from estimator.speed.llamacpp import (
     METAL_DEQUANT_SLOTS,
     METAL_QUARTER_RATE,
+    SPLIT_SYNC_S,
     LlamaCppRun,
     QuantGemm,
     _step,
@@ -48,6 +49,7 @@ from estimator.speed.roofline import (
     FLOPS_FRACTION,
     KERNEL_FLOOR_S,
     achievable_bandwidth,
+    achievable_flops,
     op_seconds,
     phase_time,
 )
@@ -255,6 +257,50 @@ def test_the_embeddings_and_logits_cross_the_gpus_own_host_link_every_step() -> 
     assert tg.seconds == pytest.approx(16 * (tg.gpu.seconds + tg.host.seconds + one))
     mac = find_hardware("M2 Ultra 192GB")
     assert prompt(header.tensors, hp, mac, n_prompt=512, run=LlamaCppRun(all_logits=True)).transfer_seconds == 0
+
+
+def test_nkvo_runs_the_cache_store_and_attention_on_the_host_and_crosses_q_k_v_and_the_output() -> None:
+    """``-nkvo`` (``offload_kqv=False``), counted by hand from the GGUF header: per GPU layer and token the new Q (n_head x
+    head_k), K and V (n_head_kv x head) cross to the host as F32 and the attention output (n_head x head_v) comes back, with
+    two split synchronisations; the host stores K and V (``cpy k`` / ``cpy v``) and runs KQ, softmax and KQV reading the
+    whole cache (each KV head once per query head it serves), 2 x n_head x cells x (head_k + head_v) FLOPs a token, at
+    its own RAM bandwidth and FLOP/s; the GPU keeps the weights and runs none of it."""
+    header = _header(BIG, "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf")
+    hp = hparams(header)
+    meta = header.metadata
+    n_layer, n_embd = meta["llama.block_count"], meta["llama.embedding_length"]
+    n_head, n_head_kv = meta["llama.attention.head_count"], meta["llama.attention.head_count_kv"]
+    head = n_embd // n_head
+    gpu, host = find_hardware("RTX 3060"), find_hardware("CPU DDR5-5600 2ch 64GB")
+    context = 1000
+    cells = -(-(context + 1) // 32) * 32
+    nkvo = LlamaCppRun(offload_kqv=False)
+    dev, cpu, copied = _step(header.tensors, hp, 1, cells, nkvo, gpu, host, 1)
+    assert copied == 0
+    per_layer = (n_head * head + 2 * n_head_kv * head + n_head * head) * 4  # Q, K, V in, the output back, F32
+    assert dev.link_bytes == (n_embd + hp.n_vocab) * 4 + n_layer * per_layer
+    assert dev.syncs == 2 * n_layer
+    assert not [op for op in dev.ops if op.name.startswith(("mul_mat (KQ", "soft_max", "cpy k", "cpy v"))]
+    names = [op.name for op in cpu.ops]
+    for name in ("mul_mat (KQ)", "soft_max_ext", "mul_mat (KQV)", "cpy k", "cpy v"):
+        assert names.count(name) == n_layer
+    kv = n_layer * cells * 2 * n_head_kv * head * 2 * (n_head // n_head_kv)  # f16 K and V rows, once per query head
+    assert cpu.kv_bytes == kv and dev.kv_bytes == 0
+    att = [op for op in cpu.ops if op.name.startswith("mul_mat (KQ")]
+    assert sum(op.flops for op in att) == n_layer * 2 * n_head * cells * 2 * head
+    kq = next(op for op in att if op.name == "mul_mat (KQ)")
+    assert kq.bytes_read == cells * n_head_kv * head * 2 * (n_head // n_head_kv) + n_head * head * 4  # K, then Q (F32)
+    # the GPU side keeps every weight; with the KV offloaded nothing but the embeddings and logits cross
+    on, _, _ = _step(header.tensors, hp, 1, cells, LlamaCppRun(), gpu, host, 1)
+    assert dev.weight_bytes == on.weight_bytes and on.link_bytes == (n_embd + hp.n_vocab) * 4 and on.syncs == 0
+    # the answer: host time at the host's own bandwidth and FLOP/s, the crossings at the GPU's host link
+    tg = generation(header.tensors, hp, gpu, n_gen=2 * context + 1, depth=0, run=nkvo, host=host)
+    assert tg.host is not None and tg.gpu is not None
+    assert tg.host.bandwidth_bytes_s == pytest.approx(achievable_bandwidth(host))
+    assert tg.transfer_seconds == pytest.approx((2 * context + 1) * (dev.link_bytes / host_link(gpu) + 2 * n_layer * SPLIT_SYNC_S))
+    assert tg.kv_bytes == kv
+    assert tg.tokens_per_second < generation(header.tensors, hp, gpu, n_gen=2 * context + 1, run=LlamaCppRun(), host=host).tokens_per_second
+    assert achievable_flops(host, "fp16") == achievable_flops(host, "fp32")  # a CPU entry states FP32 only: F16 KQ at that rate
 
 
 def test_cuda_quantizes_the_activations_and_cublas_converts_around_its_gemm() -> None:

@@ -27,8 +27,15 @@ CUDA / Metal / CPU kernels run them, each kernel timed by the roofline (:mod:`es
 * **offload** (``n_gpu_layers`` below all): the first layers stay on the CPU (llama.cpp's
   ``i_gpu_start``, :mod:`estimator.gguf.offload`); in tg they run on the host at the RAM's
   bandwidth; in pp llama.cpp copies their weights to the GPU for each micro-batch (batches of 32
-  tokens and more) over the GPU's host link (:func:`host_link`) and multiplies there. ``offload_kqv`` False
-  keeps the KV cache and attention on the host (``-nkvo``).
+  tokens and more) over the GPU's host link (:func:`host_link`) and multiplies there.
+* **-nkvo** (``offload_kqv`` False): the KV cache stays in host RAM and "all nodes between the KV store and the attention
+  output are run on the CPU" (llama.cpp's graph callback: ``kqv_merged_cont`` set to the CPU backend, which the
+  scheduler extends back to the cache store; since PR #5049, https://github.com/ggml-org/llama.cpp/pull/5049, "run all
+  KQV ops on the CPU with no KV offload"). For a layer computed on the GPU, each step the new tokens' Q (after RoPE), K
+  and V (F32) cross to the host, the host stores K and V into its cache (``cpy k`` / ``cpy v``), runs KQ, the softmax
+  and KQV reading the whole cache at the host RAM's bandwidth and its FLOPs at the host CPU's rate, and the attention
+  output (F32, ``n_head x head_v`` a token) crosses back: two graph splits a layer, each a copy and a stream
+  synchronisation (:data:`SPLIT_SYNC_S`). CUDA graphs do not survive the alternating splits (:func:`generation`).
 * **host link** (a discrete GPU): each step the token embeddings, looked up on the host where ``token_embd`` stays,
   cross to the GPU (``n_embd x 4`` bytes a token), and after it the host copies back the logits it asked for,
   ``n_vocab x 4`` bytes a token (``ggml_backend_tensor_get`` of the result into the context's logits buffer, inside
@@ -52,7 +59,7 @@ from estimator.speed.cost import OpCost, Phase, PhaseCost
 from estimator.speed.hardware import Hardware, Kind, find_hardware
 from estimator.speed.roofline import KERNEL_FLOOR_S, Label, PhaseTime, phase_time
 
-__all__ = ["DEFAULT_HOST", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "METAL_DEQUANT_SLOTS", "METAL_QUARTER_RATE", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer", "host_link",
+__all__ = ["DEFAULT_HOST", "SPLIT_SYNC_S", "KERNEL_FLOOR_GRAPH_S", "MEASURED_ERROR", "METAL_DEQUANT_SLOTS", "METAL_QUARTER_RATE", "PCIE_BYTES_S", "LlamaCppRun", "LlamaCppSpeed", "QuantGemm", "answer", "host_link",
            "generation", "prompt", "speed", "tg_cost"]
 
 KERNEL_FLOOR_GRAPH_S = 3.4e-6
@@ -72,6 +79,13 @@ def host_link(hardware: Hardware) -> float:
     """Bytes/s each way between the host and a discrete GPU: its data sheet's link
     (:attr:`~estimator.speed.hardware.Hardware.pcie_bytes_s`, from its data sheet), else PCIe 4.0 x16 (:data:`PCIE_BYTES_S`)."""
     return hardware.pcie_bytes_s or PCIE_BYTES_S
+
+SPLIT_SYNC_S = 9.6e-6
+"""What one crossing between the GPU's and the CPU's graph splits costs beside its bytes: ggml-backend's scheduler copies
+the split's inputs (``ggml_backend_tensor_copy``, a ``cudaMemcpyAsync``) and synchronises the stream before the other
+backend runs. NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, 2019, https://developer.nvidia.com/blog/cuda-graphs/)
+measures 9.6 us per short kernel with a stream synchronisation after each (the same source as
+:data:`~estimator.speed.roofline.KERNEL_FLOOR_S`); taken as one launch plus one synchronisation per crossing."""
 
 DEFAULT_HOST = "CPU DDR5-5600 2ch 64GB"
 _PLAIN = {"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"}
@@ -365,6 +379,7 @@ class _Side:
     kv_bytes: int = 0
     alu: dict[OpCost, float] = field(default_factory=dict)  # lane-instructions beyond an op's FLOPs (Metal's in-kernel dequantization)
     link_bytes: int = 0  # bytes crossing a discrete GPU's host link in a step beside weights: embeddings in, logits out (:func:`_step`)
+    syncs: int = 0  # crossings between the GPU's and the host's graph splits in a step (-nkvo: two a GPU layer, :data:`SPLIT_SYNC_S`)
 
     def merge(self, other: _Side) -> None:
         self.ops += other.ops
@@ -411,9 +426,15 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
                 share = hp.n_expert_used / hp.n_expert if "_exps." in t.name and hp.n_expert else 1.0
                 _add_matmul(side, t, n, run, weights_hw, share)
                 side.weight_bytes += int(t.n_bytes * share) if n == 1 else t.n_bytes
-        side.ops += _layer_fixed(hp, il, n, layer, run)
+        fixed = _layer_fixed(hp, il, n, layer, run)
         att_side = (cpu if il < on_cpu else dev) if run.offload_kqv else cpu
         ops, kv = _attention(hp, il, n, n_kv, run)
+        if not run.offload_kqv and side is dev and ops and gpu.kind is Kind.GPU:  # -nkvo: the cache store and attention on the host
+            att_side.ops += [op for op in fixed if op.name in ("cpy k", "cpy v")]
+            fixed = [op for op in fixed if op.name not in ("cpy k", "cpy v")]
+            dev.link_bytes += _nkvo_link_bytes(hp, il, n)
+            dev.syncs += 2
+        side.ops += fixed
         att_side.ops += ops
         att_side.kv_bytes += kv
     head = dev if run.n_gpu_layers != 0 else cpu
@@ -427,6 +448,13 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
         else:
             head.ops.append(_small("output norm", n, hp.n_embd, 3))
     return dev, cpu, copied
+
+
+def _nkvo_link_bytes(hp: HParams, il: int, n: int) -> int:
+    """-nkvo, one GPU layer, ``n`` tokens: Q, K and V of the new tokens to the host and the attention output back, F32."""
+    q = hp.n_head[il] * hp.head_k[il]
+    out = hp.n_head[il] * hp.head_v[il]
+    return n * (q + hp.n_embd_k_gqa(il) + max(hp.n_embd_v_gqa(il), 1) + out) * _F32
 
 
 def _time(side: _Side, phase: Phase, tokens: int, hw: Hardware, graphs: bool) -> PhaseTime | None:
@@ -457,9 +485,12 @@ def generation(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *
     if hardware.kind is not Kind.GPU:  # Apple / CPU: one memory, one device
         dev.merge(cpu)
         cpu = _Side()
-    graphs = run.cuda_graphs and hardware.vendor == "nvidia" and float(hardware.compute_capability or 0) >= 8.0
+    # CUDA graphs: one captured graph per CUDA context in 2024's ggml-cuda, re-captured whenever the nodes differ and
+    # disabled after 4 consecutive updates (``number_consecutive_updates >= 4``): -nkvo's alternating splits differ each call
+    graphs = (run.cuda_graphs and not dev.syncs and hardware.vendor == "nvidia"
+              and float(hardware.compute_capability or 0) >= 8.0)
     g, h = _time(dev, Phase.DECODE, 1, hardware, graphs), _time(cpu, Phase.DECODE, 1, host_hw, False)
-    t_copy = dev.link_bytes / host_link(hardware)
+    t_copy = dev.link_bytes / host_link(hardware) + dev.syncs * SPLIT_SYNC_S
     seconds = (g.seconds if g else 0.0) + (h.seconds if h else 0.0) + t_copy
     moved = (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
     flops = (g.flops if g else 0) + (h.flops if h else 0)
@@ -489,7 +520,7 @@ def prompt(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_
             dev.merge(cpu)
             cpu = _Side()
         g, h = _time(dev, Phase.PREFILL, n, hardware, False), _time(cpu, Phase.PREFILL, n, host_hw, False)
-        t_copy = (copied + dev.link_bytes) / host_link(hardware)
+        t_copy = (copied + dev.link_bytes) / host_link(hardware) + dev.syncs * SPLIT_SYNC_S
         seconds += (g.seconds if g else 0.0) + (h.seconds if h else 0.0) + t_copy
         transfer += t_copy
         moved += (g.bytes_moved if g else 0) + (h.bytes_moved if h else 0)
