@@ -260,8 +260,9 @@ def _fit(piece: int, occurrences: list[tuple[_Layout, int, int, int, int, int]],
     for r in _ratios(layout, piece, p2):
         for form in forms:
             constants = {_constant(form, c, m, c2, lay.copies[p2], r) for lay, c, m, c2, _, _ in occurrences}
-            if len(constants) == 1 and None not in constants:
-                return (p2, o2, form, constants.pop(), r)
+            d = constants.pop() if len(constants) == 1 else None
+            if d is not None:
+                return (p2, o2, form, d, r)
     return None
 
 
