@@ -3,10 +3,11 @@
 Run from the repository root: ``python -m bench.fit_speed [--repeat 1] [--unguided]``. The models are the bundled
 catalog copies of their Hub configs (local folders, no network; answers are not cached for local folders). The
 first call warms the process (imports, meta kernels). For each case, in one run: the answer with no GPU chosen (its
-layers simulated in part and extrapolated), the same answer with the GPU chosen (every layer simulated, so the
-caching allocator is replayed, then the largest batch and the longest sequence searched with whole-model
-simulations, :mod:`estimator.fit.plan`), their ratio, the simulations the GPU answer ran, and ``os.getloadavg()``
-before and after (the machine is shared: times move with the load, ratios less). ``--unguided`` also times the
+layers simulated in part and extrapolated), the same answer with the GPU chosen (the same 2-, 3- and 4-layer samples,
+the caching allocator replayed over the whole model's trace written from theirs, :mod:`estimator.peak.sim.layer_trace`;
+then the largest batch and the longest sequence searched the same way, :mod:`estimator.fit.plan`), their ratio, the
+simulations the GPU answer ran, the process's CPU time, and ``os.getloadavg()`` before and after (the machine is
+shared: wall times move with the load, CPU times and ratios less). ``--unguided`` also times the
 search without its first guess, to show what the guess saves; both must give the
 same answer (checked). Results go to bench/results/fit_speed.md (target: under 5 s warm). ``--smoke``: a 2-layer
 Llama, one GPU, inference, one round, 128 tokens, nothing written.
@@ -38,11 +39,17 @@ def _load() -> str:
 
 
 def _timed(model: str, **kwargs: Any) -> tuple[float, Any]:
+    seconds, _cpu, row = _clocked(model, **kwargs)
+    return seconds, row
+
+
+def _clocked(model: str, **kwargs: Any) -> tuple[float, float, Any]:
+    """Wall seconds, this process's CPU seconds, and the first row."""
     from estimator import estimate
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     row = estimate(model, dtypes="bfloat16", **kwargs).rows[0]
-    return time.perf_counter() - t0, row
+    return time.perf_counter() - t0, time.process_time() - c0, row
 
 
 def _simulations(row: Any) -> int:
@@ -66,19 +73,20 @@ def main(argv: list[str] | None = None) -> int:
         cases, args.repeat = [("tiny llama inference x 128", str(tiny_llama_folder()), "inference", 128, "L4", {})], 1
     estimate(str(CATALOG / "meta-llama__Llama-3.1-8B") if not args.smoke else cases[0][1], mode="inference", dtypes="bfloat16",
              seq_len=128)  # warm-up
-    lines = ["| case | GPU | no GPU (s) | GPU chosen (s) | ratio | simulations | max batch | max seq | peak bytes | load before/after |"
-             + (" unguided (s) | unguided simulations |" if args.unguided else ""),
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if args.unguided else "")]
+    lines = ["| case | GPU | no GPU (s) | GPU chosen (s) | GPU chosen, CPU (s) | ratio | simulations | how | max batch | max seq "
+             "| peak bytes | load before/after |" + (" unguided (s) | unguided simulations |" if args.unguided else ""),
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|" + ("---:|---:|" if args.unguided else "")]
     for label, folder, mode, seq_len, gpu, extra in cases:
         model = folder if args.smoke else str(CATALOG / folder)
         for _ in range(args.repeat):
             before = _load()
             plain, _row = _timed(model, mode=mode, seq_len=seq_len, **extra)
-            chosen, row = _timed(model, mode=mode, seq_len=seq_len, gpu=gpu, **extra)
+            chosen, cpu, row = _clocked(model, mode=mode, seq_len=seq_len, gpu=gpu, **extra)
             fit = row.fit
             assert fit is not None
-            line = (f"| {label} | {gpu} | {plain:.1f} | {chosen:.1f} | {chosen / plain:.1f} | {_simulations(row)} | {fit['max_batch_size']} "
-                    f"| {fit['max_seq_len']} | {row.peak_bytes:,} | {before} / {_load()} |")
+            how = "layer samples" if any("written from the samples'" in n for n in row.notes) else "whole model"
+            line = (f"| {label} | {gpu} | {plain:.1f} | {chosen:.1f} | {cpu:.1f} | {chosen / plain:.1f} | {_simulations(row)} | {how} "
+                    f"| {fit['max_batch_size']} | {fit['max_seq_len']} | {row.peak_bytes:,} | {before} / {_load()} |")
             if args.unguided:
                 guess = plan._guess
                 plan._guess = lambda *a, **k: None  # type: ignore[assignment]  # the search without its guess
@@ -96,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     out = ROOT / "bench/results/fit_speed.md"
     out.write_text("# Fit answer speed: a GPU chosen against none (bfloat16, batch 1)\n\n"
                    f"Command: `python -m bench.fit_speed{' --unguided' if args.unguided else ''}` ({os.cpu_count()} CPUs, shared with "
-                   "other sessions: the load averages (1/5/15 min) are recorded beside each case; the ratio moves less than the "
-                   "seconds). Simulations: whole-model simulations of the GPU answer (its row, then the batch and sequence "
-                   "searches). The unguided columns are the same search without its first guess (each prediction still simulated "
+                   "other sessions: the load averages (1/5/15 min) are recorded beside each case; the CPU time and the ratio "
+                   "move less than the wall seconds). Simulations: the GPU answer's simulations (its row, then the batch and "
+                   "sequence searches), each of the 2-, 3- and 4-layer samples with the allocator replayed over the whole "
+                   "model's trace written from theirs ('layer samples'; 'whole model' where the samples were not periodic). "
+                   "The unguided columns are the same search without its first guess (each prediction still simulated "
                    "with its neighbour): same answers, checked.\n\n" + "\n".join(lines) + "\n")
     return 0
 

@@ -66,7 +66,8 @@ def _llama(layers: int) -> torch.nn.Module:
 def test_allocator_figures_come_from_a_whole_model_only() -> None:
     """Segment packing is not linear in the layers (a line through 2, 3 and 4 layers of Llama-3.1-8B was
     off by up to 5x at some lengths), so an extrapolated simulation reports no allocator figures and says
-    why, and a row checked against a GPU simulates every layer: its figures are the whole model's replay."""
+    why, and a row checked against a GPU replays the allocator over the whole model's trace (written from the layer
+    samples' where exactly periodic, tests/test_layer_trace.py): its figures are the whole model's replay."""
     for mode in ("inference", "training"):
         full = simulate_peak(_llama(8), mode=mode, device="cuda", batch_size=2, seq_len=64, extrapolate_layers=False)
         extrapolated = simulate_peak(_llama(8), mode=mode, device="cuda", batch_size=2, seq_len=64)

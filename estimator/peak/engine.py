@@ -51,6 +51,7 @@ from estimator.peak.inputs import routing
 from estimator.peak.inputs.prompts.processors import Media
 from estimator.peak.inputs.providers import workload_for
 from estimator.peak.inputs.registry import Modality, media_makers
+from estimator.peak.kernels.cuda.allocator import AllocatorPeaks
 from estimator.peak.sim.batchnorm import batch_one_refusal
 from estimator.peak.sim.formula import formula_components
 from estimator.peak.sim.layers import extrapolated
@@ -113,6 +114,7 @@ def simulate_peak(
     recipe: Recipe | None = None,
     media: Media | None = None,
     observe: Observe | None = None,
+    allocator: bool = False,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -125,10 +127,12 @@ def simulate_peak(
     :func:`~estimator.peak.sim.formula.formula_components` with ``method="formula"`` and a note.
     With ``extrapolate_layers`` (default), a decoder with many alike layers is simulated with 2,
     3 and 4 layers and extrapolated when those are exactly linear (:mod:`estimator.peak.sim.layers`);
-    otherwise the full model is simulated. Only a full simulation gives ``allocator_overhead``
-    (the caching allocator's figures are not linear in the layers: segment packing makes them
-    jump, and a line through 2, 3 and 4 layers was off by up to 5x on Llama-3.1-8B); the fit
-    stage asks for one. ``recipe`` (training only) says how the step is run
+    otherwise the full model is simulated. The caching allocator's figures (``allocator_overhead``,
+    ``device="cuda"``) are not linear in the layers (segment packing makes them jump; a line through
+    2, 3 and 4 layers was off by up to 5x on Llama-3.1-8B): a full simulation gives them, and with
+    ``allocator`` (the fit stage, a GPU chosen) so do the layer samples, the allocator replayed over the
+    whole model's allocations written from theirs where those are exactly periodic in the layers
+    (:mod:`estimator.peak.sim.layer_trace`; else the whole model is simulated). ``recipe`` (training only) says how the step is run
     (optimizer, mixed precision, gradient checkpointing, LoRA, QLoRA; :mod:`estimator.peak.sim.training`);
     by default a full float32-style step with AdamW in the model's dtype. ``media`` (vision-language
     and speech models): the images or audio in each prompt, made by the model's own processor
@@ -140,7 +144,7 @@ def simulate_peak(
     """
     kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
                                   max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe,
-                                  observe=observe)
+                                  observe=observe, allocator=allocator)
     if media is None:
         return _simulate(model, **kwargs, media=None)
     spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
@@ -155,7 +159,7 @@ def simulate_peak(
 
 def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, seq_len: int, image_size: int | None,
               max_new_tokens: int, extrapolate_layers: bool, recipe: Recipe | None, media: Media | None,
-              observe: Observe | None = None) -> PeakResult:
+              observe: Observe | None = None, allocator: bool = False) -> PeakResult:
     """:func:`simulate_peak` with or without ``media``, no fallback between them."""
     recipe = recipe or Recipe()
     counted = (_trainable_note(model, recipe),) if mode == "training" else ()
@@ -165,18 +169,20 @@ def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, 
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if min(batch_size, seq_len) < 1 or max_new_tokens < 0:
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
+    replayed = allocator and device == "cuda"
     found = extrapolated(model, lambda m: run_simulation(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
-                                                           observe)) \
+                                                           observe), allocator=replayed) \
         if extrapolate_layers else None
     if found is not None:
-        phases, notes, note = found
-        if device == "cuda":
+        phases, notes, note, peaks = found
+        if device == "cuda" and peaks is None:
             note += ("; the caching allocator's rounding and cached blocks are replayed over a whole model only "
                      "(they are not linear in the layers): not in runtime_overhead here, they are when a GPU is named")
-        return _result(phases, (*notes, *counted, note))
+        overhead = None if peaks is None else allocator_overhead(StepPeak(phases, notes).peak.peak_bytes, peaks)
+        return _result(phases, (*notes, *counted, note), overhead)
     try:
-        phases, notes, overhead = run_simulation(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
-                                                  observe)
+        phases, notes, overhead, _ = run_simulation(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe,
+                                                     media, observe)
         return _result(phases, (*notes, *counted), overhead)
     except LoraTargetsError:
         raise
@@ -280,10 +286,10 @@ def run_simulation(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int, recipe: Recipe, media: Media | None = None,
     observe: Observe | None = None,
-) -> tuple[Phases, tuple[str, ...], dict[str, int] | None]:
+) -> tuple[Phases, tuple[str, ...], dict[str, int] | None, list[tuple[int, int]] | None]:
     """One full simulation by the engine (:func:`~estimator.peak.sim.steps.simulate_step`): the peak
-    of each phase of the step, notes and the CUDA allocator's overheads (``None`` on cpu); raises
-    where the model's code fails."""
+    of each phase of the step, notes, the CUDA allocator's overheads and the allocation trace it was
+    replayed over (``None`` on cpu); raises where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         workload, unfed = pick_workload(model, media, batch_size, seq_len, image_size)
@@ -312,9 +318,10 @@ def run_simulation(
                              optimizer=recipe.optimizer, autocast_dtype=recipe.autocast_dtype if mode == "training" else None,
                              full_first_step=media is not None or workload.full_first_step,
                              on_tracker=None if observe is None else observe(model))
-        return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), _allocator_overhead(step)
+        overhead = None if step.allocator is None else allocator_overhead(step.peak.peak_bytes, step.allocator)
+        return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), overhead, step.events
     finally:
-        FakeTensorMode.cache_clear()  # the dispatch cache is process-wide and unbounded
+        bound_dispatch_cache()
         collect_garbage()
 
 
@@ -337,6 +344,19 @@ def pick_workload(model: nn.Module, media: Media | None, batch_size: int, seq_le
     return workload_for(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size), ()
 
 
+# FakeTensorMode's dispatch cache (op and input metadata -> output metadata; no tensors) is process-wide and
+# unbounded. Kept between simulations, the layer samples and the fit search's shapes of one answer run mostly
+# from it (an 8B LoRA answer: ~5,300 hits, ~700 entries; the CPU time of a row's three samples fell by a third);
+# emptied past this many entries.
+DISPATCH_CACHE_ENTRIES = 20_000
+
+
+def bound_dispatch_cache() -> None:
+    """Empty FakeTensorMode's dispatch cache once it holds more than :data:`DISPATCH_CACHE_ENTRIES` entries."""
+    if FakeTensorMode.cache_info().size > DISPATCH_CACHE_ENTRIES:
+        FakeTensorMode.cache_clear()
+
+
 _frozen = False
 
 
@@ -352,13 +372,10 @@ def collect_garbage() -> None:
         _frozen = True
 
 
-def _allocator_overhead(step: StepPeak) -> dict[str, int] | None:
-    """What the caching allocator adds to the step's peak of live bytes (see :class:`PeakResult`)."""
-    if step.allocator is None:
-        return None
-    live = step.peak.peak_bytes
-    allocated = max(step.allocator.allocated_peak, live)
-    return {"allocator_rounding": allocated - live, "reserved_extra": max(0, step.allocator.reserved_peak - allocated)}
+def allocator_overhead(live: int, peaks: AllocatorPeaks) -> dict[str, int]:
+    """What the caching allocator adds to the step's peak of ``live`` bytes (see :class:`PeakResult`)."""
+    allocated = max(peaks.allocated_peak, live)
+    return {"allocator_rounding": allocated - live, "reserved_extra": max(0, peaks.reserved_peak - allocated)}
 
 
 def _uncounted(model: nn.Module, mode: Mode, device: Device) -> tuple[str, ...]:

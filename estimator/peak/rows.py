@@ -215,8 +215,9 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
 def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec, dtype: DType,
                  observe: Observe | None = None) -> PeakResult:
     """The simulated step of one dtype row (``peak_rows`` for one row; the fit solver calls it
-    again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the whole
-    model is simulated, so the caching allocator is replayed over every layer's allocations. ``observe``: see
+    again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the caching allocator
+    is replayed over every layer's allocations: the whole model's trace, written from the layer samples' where
+    it is exactly periodic in the layers (:mod:`estimator.peak.sim.layer_trace`), else simulated. ``observe``: see
     :func:`~estimator.peak.engine.simulate_peak` (the per-op cost counter, :mod:`estimator.speed.trace`)."""
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
@@ -231,7 +232,8 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
             image_size=work.shape.image_size,
             max_new_tokens=work.shape.max_new_tokens,
             recipe=recipe,
-            extrapolate_layers=not hardware.fits_a_gpu,  # the allocator's figures need the whole model
+            # a GPU chosen: the allocator's figures, over the whole model's trace (written from the layer samples')
+            allocator=hardware.fits_a_gpu,
             media=media_request(resolved, work),
             observe=observe,
         )

@@ -148,7 +148,7 @@ def _phases(model: nn.Module, run: Runner, extrapolate_layers: bool,
             sizes: tuple[int, int, int] = SAMPLE_LAYERS) -> tuple[Phases, tuple[str, ...]]:
     found = extrapolated(model, run, sizes, min_layers=sizes[-1] + 2) if extrapolate_layers else None
     if found is not None:  # the CUDA allocator's overheads are not modelled per GPU under a strategy
-        phases, notes, note = found
+        phases, notes, note, _ = found
         return phases, (*notes, note)
     return run(model)
 

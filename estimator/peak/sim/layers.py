@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from estimator.peak.kernels.cuda.allocator import AllocatorPeaks, replay
+from estimator.peak.sim.layer_trace import whole_trace
 from estimator.peak.sim.tracker import PeakSnapshot
 from estimator.peak.workload import model_dtype
 
@@ -81,13 +83,17 @@ def with_layers(model: nn.Module, k: int) -> nn.Module:
 
 def extrapolate(
     model: nn.Module, n_layers: int, simulate: Callable[[nn.Module], Any], sizes: tuple[int, int, int] = SAMPLE_LAYERS,
-) -> tuple[dict[str, PeakSnapshot], tuple[str, ...]] | None:
-    """Per-phase peaks for ``n_layers`` and notes; ``None`` if some phase is not linear.
+    *, allocator: bool = False,
+) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], AllocatorPeaks | None] | None:
+    """Per-phase peaks for ``n_layers``, notes and the CUDA caching allocator's peaks (with ``allocator``);
+    ``None`` if some phase is not linear, or (with ``allocator``) the samples' traces are not periodic.
 
-    ``simulate(model) -> (phases, notes[, ...])`` runs the full simulation of a model, ``phases`` mapping
-    each phase of the step (forward+backward, optimizer step, prefill, decode) to its peak (what it
-    returns beside them, such as the CUDA allocator's overheads, is not extrapolated: segment
-    packing makes those figures noisy in the layer count, so they come from a whole model only).
+    ``simulate(model) -> (phases, notes[, overheads, events])`` runs the full simulation of a model, ``phases``
+    mapping each phase of the step (forward+backward, optimizer step, prefill, decode) to its peak. The CUDA
+    allocator's figures are not extrapolated (segment packing makes them jump with the layer count): with
+    ``allocator``, the whole model's allocation trace is written from the samples' ``events``
+    (:func:`~estimator.peak.sim.layer_trace.whole_trace`, exactly periodic or nothing) and the allocator replayed
+    over it.
     Each phase is extrapolated on its own, so a phase that is smaller with few layers but grows
     faster (activations vs optimizer temporaries) still wins at ``n_layers``. ``sizes``: the three
     consecutive layer counts simulated (FSDP uses 3, 4, 5: with 2 blocks its peak sits elsewhere).
@@ -112,25 +118,38 @@ def extrapolate(
         comps = {k: c4[k] + steps * (c4[k] - c3[k]) for k in keys}
         result[name] = PeakSnapshot(s4.peak_bytes + steps * (s4.peak_bytes - s3.peak_bytes),
                                     {k: v for k, v in comps.items() if v})
-    return result, notes
+    if not allocator:
+        return result, notes, None
+    traces = [s[3] for s in samples if len(s) > 3 and s[3] is not None]
+    whole = whole_trace(traces, sizes, n_layers) if len(traces) == len(samples) else None
+    if whole is None:
+        logger.info("the layer samples' allocations are not periodic: full simulation")
+        return None
+    return result, notes, replay(whole)
 
 
 def extrapolated(
     model: nn.Module, simulate: Callable[[nn.Module], Any], sizes: tuple[int, int, int] = SAMPLE_LAYERS, *, min_layers: int = 1,
-) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], str] | None:
-    """:func:`extrapolate` where it applies: the phases, the notes and a note saying how, or ``None``
-    where the model has no alike layers (or fewer than ``min_layers``), the samples are not exactly
-    linear, or a sample could not be simulated; the caller then simulates the whole model, which
-    reports any failure."""
+    allocator: bool = False,
+) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], str, AllocatorPeaks | None] | None:
+    """:func:`extrapolate` where it applies: the phases, the notes, a note saying how and (``allocator``) the
+    caching allocator's peaks over the whole model's trace, or ``None`` where the model has no alike layers (or
+    fewer than ``min_layers``), the samples are not exactly linear (or, with ``allocator``, their traces not
+    periodic), or a sample could not be simulated; the caller then simulates the whole model, which reports any
+    failure."""
     n_layers = layer_count(model)
     if n_layers is None or n_layers < min_layers:
         return None
     try:
-        found = extrapolate(model, n_layers, simulate, sizes)
+        found = extrapolate(model, n_layers, simulate, sizes, allocator=allocator)
     except Exception:  # the whole-model simulation reports the failure
         logger.debug("layer extrapolation failed", exc_info=True)
         return None
     if found is None:
         return None
-    phases, notes = found
-    return phases, notes, f"{n_layers} alike layers: simulated with {sizes} layers, extrapolated (exactly linear)"
+    phases, notes, peaks = found
+    note = f"{n_layers} alike layers: simulated with {sizes} layers, extrapolated (exactly linear)"
+    if peaks is not None:
+        note += ("; the caching allocator replayed over the whole model's allocations, written from the samples' "
+                 "(exactly periodic in the layers)")
+    return phases, notes, note, peaks

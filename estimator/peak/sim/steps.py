@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import torch
@@ -79,6 +79,9 @@ class StepPeak:
     notes: tuple[str, ...]
     # device="cuda": the caching allocator replayed over the whole trace (estimator.peak.kernels.cuda.allocator)
     allocator: AllocatorPeaks | None = None
+    # device="cuda": the trace the allocator was replayed over (``StorageTracker.events``): layer samples'
+    # traces make the whole model's (estimator.peak.sim.layer_trace)
+    events: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def phase(self) -> str:
@@ -150,7 +153,8 @@ def simulate_step(
         except Exception:  # noqa: BLE001 - a model that keeps state across runs (OmDet-Turbo's cached text graph)
             step = replace(step, notes=(*step.notes, UNREACHED_KEPT_NOTE))
     if device == "cuda":  # what PyTorch's caching allocator would reserve for this trace
-        step = replace(step, allocator=replay(tracker.events()))
+        events = tracker.events()
+        step = replace(step, allocator=replay(events), events=events)
     return step
 
 

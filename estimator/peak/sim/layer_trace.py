@@ -1,0 +1,353 @@
+"""The whole model's allocation trace, built from the traces of its layer samples.
+
+The CUDA caching allocator (:mod:`estimator.peak.kernels.cuda.allocator`) is replayed over the
+step's allocations and frees in their order: its figures (rounding, reserved segments) are not
+linear in the layers, so they cannot be extrapolated the way the live peak is
+(:mod:`estimator.peak.sim.layers`). The trace itself can: a model of ``N`` alike layers allocates
+and frees the same events per layer, so the trace of ``k`` layers is a fixed part with, at a few
+places (the weights, each layer's forward, backward and optimizer work), ``k`` copies of one layer's
+events. :func:`whole_trace` finds those places from the samples of 2, 3 and 4 layers and writes the
+trace of ``N`` layers, event by event, then replays nothing itself (the caller does).
+
+How, and what is checked (any failure returns ``None``: the caller simulates the whole model):
+
+1. Each sample's events become a canonical sequence: a token per event (``+nbytes`` for an
+   allocation, ``-nbytes`` for its free; zero-byte requests, which the allocator never sees, and
+   the frees after the last allocation, which cannot change a peak, are left out) and, for each
+   event, the position of its partner (the free of an allocation, the allocation of a free).
+2. The 4-layer tokens are aligned on the 3-layer ones: where they part, the 4-layer sample has a
+   run of one layer's events more (a block equal to the one before it, after which the two agree
+   again). Each such run, extended as far as it repeats, is a *run piece* of copies of its block;
+   the rest are *fixed pieces*. The run pieces' copy counts fall by one per layer less.
+3. Each allocation's partner is described by a rule that holds for every copy and every sample: the
+   same copy of another run (``c' = c + d``: the forward's layer and the same layer's gradient in the
+   optimizer), the mirrored copy (``c' = m' - 1 - c + d``: a forward activation freed in the
+   backward, which runs the layers in reverse), a fixed copy counted from either end, or a fixed event.
+4. The model is checked to give back the 2-, 3- and 4-layer samples exactly (every token and every
+   partner: sizes and lifetimes, event by event), and only then written out for ``N`` layers.
+
+``tests/test_layer_trace.py`` checks the allocator's figures from the written trace against the
+whole model's simulation on several families, and that models whose layer samples are not periodic
+fall back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["whole_trace"]
+
+logger = logging.getLogger(__name__)
+
+Event = tuple[int, int]  # (key, nbytes) to allocate, (key, -1) to free (StorageTracker.events)
+
+_LOOKAHEAD = 256  # events compared past a candidate insertion (the longest agreement wins)
+
+
+@dataclass(frozen=True)
+class _Canonical:
+    tokens: list[int]  # +nbytes: an allocation; -nbytes: its free
+    partner: list[int]  # the partner event's position; -1: an allocation never freed (within the trace)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    start: int  # position in the top sample's tokens
+    length: int  # a fixed piece's events, or a run's block length
+    copies: int  # a run's copies in the top sample; 0 for a fixed piece
+    per_layer: int = 0  # a run's copies more per layer (a layer's block may repeat a shorter one)
+
+    @property
+    def is_run(self) -> bool:
+        return self.copies > 0
+
+
+def canonical(events: Sequence[Event]) -> _Canonical:
+    """The tokens and partners of a trace (see the module docstring, step 1). The frees between two allocations
+    are put in the order of their allocations: the allocator's state after them does not depend on their order
+    (a freed block merges with whichever free neighbours it has; after the last of them every run of free
+    neighbours is one block, whatever the order), and some come in an order of the garbage collector's."""
+    last = max((i for i, (_, n) in enumerate(events) if n > 0), default=-1)
+    tokens: list[int] = []
+    partner: list[int] = []
+    live: dict[int, int] = {}
+    freed: list[int] = []  # the allocations freed since the last allocation
+
+    def flush() -> None:
+        for at in sorted(freed):
+            partner[at] = len(tokens)
+            tokens.append(-tokens[at])
+            partner.append(at)
+        freed.clear()
+
+    for key, nbytes in events[:last + 1]:
+        if nbytes > 0:
+            flush()
+            live[key] = len(tokens)
+            tokens.append(nbytes)
+            partner.append(-1)
+        elif nbytes < 0:
+            at = live.pop(key, None)
+            if at is not None:  # else the free of a zero-byte request
+                freed.append(at)
+    return _Canonical(tokens, partner)
+
+
+def _lcp(a: list[int], i: int, b: list[int], j: int, cap: int) -> int:
+    n = min(cap, len(a) - i, len(b) - j)
+    if a[i:i + n] == b[j:j + n]:
+        return n
+    k = 0
+    while k < n and a[i + k] == b[j + k]:
+        k += 1
+    return k
+
+
+def _insertions(a: list[int], b: list[int]) -> list[tuple[int, int]] | None:
+    """Where ``b`` (one layer more) has a block more than ``a``: ``(position in b, length)`` each, or ``None``."""
+    extra = len(b) - len(a)
+    if extra <= 0:
+        return None
+    found: list[tuple[int, int]] = []
+    i = j = 0
+    while True:
+        step = _lcp(a, i, b, j, len(b))
+        i, j = i + step, j + step
+        if i == len(a) and j == len(b):
+            break
+        left = extra - sum(n for _, n in found)
+        best: tuple[int, int] | None = None  # (length, agreement after it)
+        for n in range(1, min(left, j, len(b) - j) + 1):
+            if b[j:j + n] != b[j - n:j]:  # the block more repeats the one before it
+                continue
+            agree = _lcp(a, i, b, j + n, _LOOKAHEAD)
+            if agree == min(_LOOKAHEAD, len(a) - i) and (best is None or agree > best[1]):
+                best = (n, agree)
+                break
+            if best is None or agree > best[1]:
+                best = (n, agree)
+        if best is None or (best[1] == 0 and i < len(a)):
+            return None
+        found.append((j, best[0]))
+        j += best[0]
+    if sum(n for _, n in found) != extra:
+        return None
+    return found
+
+
+def _period(block: list[int]) -> int:
+    """The shortest period of ``block`` that divides its length."""
+    n = len(block)
+    return next(p for p in range(1, n + 1) if n % p == 0 and block[p:] == block[:-p])
+
+
+def _pieces(tokens: list[int], inserted: list[tuple[int, int]], lose: int, shortest: bool) -> list[_Piece] | None:
+    """The top sample cut into fixed pieces and runs of whole copies (see the module docstring, step 2); each run
+    keeps a copy after ``lose`` layers less. ``shortest``: a run's block is the shortest period of a layer's
+    events (a burst of frees of two layers' worth of alike tensors), else a layer's events (a layer's keys and
+    values, alike, each its own)."""
+    pieces: list[_Piece] = []
+    done = 0
+    for at, inserted_length in inserted:
+        length = _period(tokens[at:at + inserted_length]) if shortest else inserted_length
+        per_layer = inserted_length // length
+        start = at
+        while start > done and tokens[start - 1] == tokens[start - 1 + length]:
+            start -= 1
+        end = at + length
+        while end < len(tokens) and tokens[end] == tokens[end - length]:
+            end += 1
+        first = at - ((at - start) // length) * length
+        copies = (end - first) // length
+        if first < done or copies - lose * per_layer < 1:  # overlapping runs, or too few copies
+            return None
+        if first > done:
+            pieces.append(_Piece(done, first - done, 0))
+        pieces.append(_Piece(first, length, copies, per_layer))
+        done = first + copies * length
+    if done < len(tokens):
+        pieces.append(_Piece(done, len(tokens) - done, 0))
+    return pieces
+
+
+class _Layout:
+    """The trace of the model with ``fewer`` layers less than the top sample: its tokens, and the
+    (piece, copy, offset) of every position."""
+
+    def __init__(self, pieces: list[_Piece], top: list[int], fewer: int) -> None:
+        self.pieces = pieces
+        self.copies = [p.copies - fewer * p.per_layer if p.is_run else 0 for p in pieces]
+        self.starts: list[int] = []
+        self.tokens: list[int] = []
+        self.where: list[tuple[int, int, int]] = []
+        for index, (piece, copies) in enumerate(zip(pieces, self.copies, strict=True)):
+            self.starts.append(len(self.tokens))
+            block = top[piece.start:piece.start + piece.length]
+            if not piece.is_run:
+                self.tokens += block
+                self.where += [(index, -1, o) for o in range(piece.length)]
+                continue
+            for c in range(copies):
+                self.tokens += block
+                self.where += [(index, c, o) for o in range(piece.length)]
+
+    def position(self, piece: int, copy: int, offset: int) -> int | None:
+        if self.pieces[piece].is_run:
+            if not 0 <= copy < self.copies[piece]:
+                return None
+            return self.starts[piece] + copy * self.pieces[piece].length + offset
+        return self.starts[piece] + offset
+
+
+# How an allocation's partner follows from its own copy c (of m) and the partner run's copy count m2, where the
+# partner's run gains r copies per copy of the own one (its layer's block repeats a shorter one r times more):
+# into a run, the partner's copy is r c + d ("same"), counted from the ends (m2 - r (m - c) + d, "same_end"),
+# mirrored (m2 - 1 - r c + d, "mirror"; r (m - 1 - c) + d, "mirror_own"), or fixed (d, "first"; m2 - 1 - d, "last");
+# into a fixed piece, always ("fixed") or only from one copy (c == d, "at_first"; c == m - 1 - d, "at_last").
+_INTO_RUN = ("same", "same_end", "mirror", "mirror_own", "first", "last")
+_INTO_FIXED = ("at_first", "at_last", "fixed")
+
+Rule = tuple[int, int, str, int, int]  # the partner's piece and offset, the form, its constant, r
+
+
+def _copy(form: str, c: int, m: int, m2: int, r: int) -> int:
+    """The partner's copy by ``form`` before its constant is added."""
+    return {"same": r * c, "same_end": m2 - r * (m - c), "mirror": m2 - 1 - r * c, "mirror_own": r * (m - 1 - c),
+            "first": 0, "last": m2 - 1}[form]
+
+
+def _ratios(layout: _Layout, piece: int, p2: int) -> tuple[int, ...]:
+    """The candidate r between two runs: 1, and the partner's copies per layer over the own run's."""
+    own, other = layout.pieces[piece].per_layer, layout.pieces[p2].per_layer
+    if not own or not other:
+        return (1,)
+    return (1,) if other == own or other % own else (1, other // own)
+
+
+def _constant(form: str, c: int, m: int, c2: int, m2: int, r: int) -> int | None:
+    """The constant of ``form`` that puts copy ``c`` of ``m``'s partner at copy ``c2`` of ``m2``."""
+    if form == "fixed":
+        return 0
+    if form == "at_first":
+        return c if c >= 0 else None
+    if form == "at_last":
+        return m - 1 - c if c >= 0 else None
+    if form == "first":
+        return c2
+    if form == "last":
+        return m2 - 1 - c2
+    if c < 0:
+        return None
+    return c2 - _copy(form, c, m, m2, r)
+
+
+def _target(rule: Rule, piece: int, c: int, layout: _Layout) -> int | None:
+    """The position ``rule`` gives copy ``c`` of ``piece`` in ``layout``, or ``None`` where it does not apply."""
+    p2, o2, form, d, r = rule
+    m, m2 = layout.copies[piece], layout.copies[p2]
+    if form in _INTO_FIXED:
+        if (form == "at_first" and c != d) or (form == "at_last" and c != m - 1 - d):
+            return None
+        return layout.position(p2, -1, o2)
+    return layout.position(p2, m2 - 1 - d if form == "last" else _copy(form, c, m, m2, r) + d, o2)
+
+
+def _fit(piece: int, occurrences: list[tuple[_Layout, int, int, int, int, int]], forms: Sequence[str]) -> Rule | None:
+    """The first of ``forms`` whose one constant gives every ``(layout, c, m, c2, piece2, offset2)``."""
+    layout, _, _, _, p2, o2 = occurrences[0]
+    for r in _ratios(layout, piece, p2):
+        for form in forms:
+            constants = {_constant(form, c, m, c2, lay.copies[p2], r) for lay, c, m, c2, _, _ in occurrences}
+            d = constants.pop() if len(constants) == 1 else None
+            if d is not None:
+                return (p2, o2, form, d, r)
+    return None
+
+
+def _rules(layouts: list[_Layout], samples: list[_Canonical]) -> dict[tuple[int, int], list[Rule]] | None:
+    """For each allocation site (piece, offset): the rules that give its free's position in every sample (see the
+    module docstring, step 3), tried in order; none applies: never freed. ``None`` where no such rules hold
+    (:func:`_partners` checks them against the samples)."""
+    seen: dict[tuple[int, int], dict[tuple[int, int] | None, list[tuple[_Layout, int, int, int, int, int]]]] = {}
+    for layout, sample in zip(layouts, samples, strict=True):
+        for pos, token in enumerate(sample.tokens):
+            if token < 0:
+                continue
+            piece, c, offset = layout.where[pos]
+            other = sample.partner[pos]
+            groups = seen.setdefault((piece, offset), {})
+            if other < 0:
+                groups.setdefault(None, []).append((layout, c, layout.copies[piece], -1, -1, -1))
+                continue
+            p2, c2, o2 = layout.where[other]
+            groups.setdefault((p2, o2), []).append((layout, c, layout.copies[piece], c2, p2, o2))
+    rules: dict[tuple[int, int], list[Rule]] = {}
+    for site, groups in seen.items():
+        found: list[Rule] = []
+        for target, occurrences in groups.items():
+            if target is None:
+                continue
+            into_run = layouts[0].pieces[target[0]].is_run
+            forms = _INTO_RUN if into_run else _INTO_FIXED if len(groups) > 1 else ("fixed",)
+            rule = _fit(site[0], occurrences, forms)
+            if rule is None:
+                logger.debug("layer samples' traces: no rule for site %s: %s", site,
+                             {t: [(c, m, c2) for _, c, m, c2, _, _ in o] for t, o in groups.items()})
+                return None
+            found.append(rule)
+        # the rules that limit themselves first: into runs, from one copy, then always
+        found.sort(key=lambda r: 0 if r[2] in _INTO_RUN else 1 if r[2] != "fixed" else 2)
+        rules[site] = found
+    return rules
+
+
+def _partners(layout: _Layout, rules: dict[tuple[int, int], list[Rule]]) -> list[int] | None:
+    """Every event's partner in ``layout`` by ``rules``; ``None`` where they do not make a valid trace."""
+    partner = [-1] * len(layout.tokens)
+    for pos, token in enumerate(layout.tokens):
+        if token < 0:
+            continue
+        piece, c, offset = layout.where[pos]
+        other = next((t for t in (_target(r, piece, c, layout) for r in rules.get((piece, offset), ())) if t is not None), None)
+        if other is None:
+            continue
+        if other <= pos or layout.tokens[other] != -token or partner[other] != -1:
+            return None
+        partner[pos], partner[other] = other, pos
+    if any(p < 0 for p, t in zip(partner, layout.tokens, strict=True) if t < 0):
+        return None
+    return partner
+
+
+def whole_trace(samples: Sequence[Sequence[Event]], sizes: Sequence[int], n_layers: int) -> list[Event] | None:
+    """The trace of ``n_layers`` layers from the traces of ``sizes`` (three consecutive layer counts), or ``None``
+    where the samples are not exactly periodic in the layers (see the module docstring)."""
+    if len(samples) != 3 or len(sizes) != 3 or list(sizes) != list(range(sizes[0], sizes[0] + 3)) or n_layers < sizes[-1]:
+        return None
+    found = [canonical(s) for s in samples]
+    inserted = _insertions(found[1].tokens, found[2].tokens)
+    if inserted is None:
+        logger.info("layer samples' traces: no repeated block found")
+        return None
+    top = found[2].tokens
+    for shortest in (False, True):
+        pieces = _pieces(top, inserted, sizes[-1] - sizes[0], shortest)
+        if pieces is None:
+            logger.info("layer samples' traces: the repeated blocks overlap or repeat too few times")
+            continue
+        layouts = [_Layout(pieces, top, sizes[-1] - k) for k in sizes]
+        if any(layout.tokens != sample.tokens for layout, sample in zip(layouts, found, strict=True)):
+            logger.info("layer samples' traces: not periodic in the layers")
+            continue
+        rules = _rules(layouts, found)
+        if rules is None or any(_partners(layout, rules) != sample.partner for layout, sample in zip(layouts, found, strict=True)):
+            logger.info("layer samples' traces: lifetimes not periodic in the layers")
+            continue
+        whole = _Layout(pieces, top, sizes[-1] - n_layers)
+        partner = _partners(whole, rules)
+        if partner is None:
+            return None
+        return [(pos if token > 0 else partner[pos], token if token > 0 else -1) for pos, token in enumerate(whole.tokens)]
+    return None
