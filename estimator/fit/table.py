@@ -92,7 +92,8 @@ def fits_caption(mode: str, allocator: bool = True, gpu_chosen: bool = False) ->
         text = (f"Compares {what}, plus the CUDA context and cuBLAS workspaces, with the memory each GPU's driver reports "
                 "to PyTorch. The caching allocator's rounding and cached blocks are not counted here (the layers were "
                 + ("simulated in part and extrapolated; the allocator is not modelled per GPU under a strategy)." if gpu_chosen
-                   else "simulated in part and extrapolated): choose a GPU to simulate every layer and count them."))
+                   else "simulated in part and extrapolated): choose a GPU to have the allocator replayed over the whole "
+                   "model's trace and count them."))
     if mode == "load":
         text += " Load mode counts no activations and no KV cache: running the model needs more."
     return text

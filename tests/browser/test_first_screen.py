@@ -79,7 +79,7 @@ def test_the_answer_states_its_setting_and_how_many_gpus(browser: Any, app_url: 
     wait_for_result(page, MODEL)
     setting = page.locator("#setting").inner_text()
     assert setting == "Fine-tune, full, adamw · float32 · batch 1 × 128 tokens · on 2GiB"
-    assert "choose a GPU to simulate every layer" not in page.locator("#fits").inner_text()
+    assert "choose a GPU to have the allocator replayed" not in page.locator("#fits").inner_text()
     page.locator("#count-go").click()
     page.wait_for_function("() => (document.querySelector('#gpu-count')?.innerText || '').includes('How many GPUs')")
     text = page.locator("#gpu-count").inner_text()
