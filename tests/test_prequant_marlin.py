@@ -25,7 +25,7 @@ _LINEARS = [(64, 64), (64, 32), (64, 32), (64, 64), (64, 128), (64, 128), (128, 
 
 def _cli(folder: Path, *args: str) -> list[dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "estimator", str(folder), "--mode", "inference", "--batch-size", "2",
-                           "--seq-len", "64", "--max-new-tokens", "32", "--format", "json", "--dtypes", "float16", *args],
+                           "--seq-len", "64", "--max-new-tokens", "32", "--format", "json", *args],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
     assert done.returncode == 0, done.stderr
     return list(json.loads(done.stdout)["rows"])
@@ -45,7 +45,7 @@ def _held_by_hand(awq: bool) -> int:
 def test_cuda_row_holds_the_packed_weights_as_marlin_keeps_them(tmp_path: Path, qc: dict[str, Any], awq: bool,
                                                                  label: str) -> None:
     (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": qc}))
-    (row,) = _cli(tmp_path, "--device", "cuda")
+    (row,) = _cli(tmp_path, "--device", "cuda", "--dtypes", "float16")
     assert row["method"] == "simulated" and row["peak_bytes"] == sum(row["components"].values())
     assert row["weights_held"] == f"{label} as stored; Marlin kernel (modelled from its source)"
     assert row["components"]["weights"] == _held_by_hand(awq)
@@ -54,9 +54,11 @@ def test_cuda_row_holds_the_packed_weights_as_marlin_keeps_them(tmp_path: Path, 
 
 def test_cpu_row_says_why_it_has_no_peak(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": GPTQ}))
-    (row,) = _cli(tmp_path, "--device", "cpu")
+    (row,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "float16")
     assert row["peak_bytes"] is None
     assert any("gptqmodel's torch kernels, which are not modelled" in n for n in row["notes"]), row["notes"]
+    (row,) = _cli(tmp_path, "--device", "cuda", "--dtypes", "float32")  # Marlin's SUPPORTS_DTYPES: float16, bfloat16
+    assert row["peak_bytes"] is None and any("Marlin computes in float16 / bfloat16 only" in n for n in row["notes"])
 
 
 @pytest.mark.parametrize(("m", "desc_act"), [(1, False), (20, False), (128, False), (128, True)])

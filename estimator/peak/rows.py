@@ -15,8 +15,9 @@ backward and optimizer step) on fake tensors. What this version simulates, row b
   int8 / int4 training without LoRA, pre-quantized checkpoints) get a null ``peak_bytes`` with a note saying why.
 - inference of pre-quantized checkpoints whose layers run here (compressed-tensors, fp8:
   :mod:`estimator.peak.sim.prequant`): their float rows, the float8 row of an fp8 checkpoint and the int4 / int8 row
-  of a compressed-tensors one, through the checkpoint's own quantized layers; ``weights_held`` names the scheme
-  and the kernel assumed.
+  of a compressed-tensors one, through the checkpoint's own quantized layers; GPTQ / AWQ on CUDA (float16 /
+  bfloat16 rows and the int row of their width) with the Marlin layer modelled from its source
+  (:mod:`estimator.peak.sim.prequant_marlin`); ``weights_held`` names the scheme and the kernel assumed.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -178,8 +179,8 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
         elif prequantized:
             from estimator.peak.sim.prequant import cpu_refusal
 
-            reason = (cpu_refusal(resolved.config["quantization_config"], dtype.value) if hardware.device is Device.CPU
-                      else None) or row_refusal(dtype.value, _kernel(hardware))
+            reason = cpu_refusal(resolved.config["quantization_config"], dtype.value,
+                                 "cpu" if hardware.device is Device.CPU else "cuda") or row_refusal(dtype.value, _kernel(hardware))
         else:
             reason = _why_not(dtype, work) or refusal(resolved, load_row, dtype, parallel) \
                 or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention

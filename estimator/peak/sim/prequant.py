@@ -103,11 +103,15 @@ def _marlin_scheme(qc: dict[str, Any]) -> Scheme | None:
     return Scheme.AWQ if fmt == "gemm" else None
 
 
-def cpu_refusal(quantization_config: dict[str, Any], dtype: str) -> str | None:
-    """Why a GPTQ / AWQ row on ``cpu`` has no peak (gptqmodel's CPU kernels are not modelled), else None."""
+def cpu_refusal(quantization_config: dict[str, Any], dtype: str, device: str = "cpu") -> str | None:
+    """Why a GPTQ / AWQ row has no peak, else None: on ``cpu`` gptqmodel's CPU kernels are not modelled; a float32
+    row is not Marlin's (``SUPPORTS_DTYPES = [torch.float16, torch.bfloat16]`` in marlin.py / marlin_awq.py)."""
     scheme = scheme_of(quantization_config)
     if scheme not in (Scheme.GPTQ, Scheme.AWQ):
         return None
+    if device != "cpu":
+        return (None if dtype != "float32" else f"float32: Marlin computes in float16 / bfloat16 only (gptqmodel "
+                f"MarlinQuantLinear.SUPPORTS_DTYPES), so a float32 {scheme.value} row is not modelled; peak_bytes is null")
     return (f"{dtype}: a pre-quantized {scheme.value} checkpoint on CPU runs gptqmodel's torch kernels, which are not "
             "modelled (its CUDA path, Marlin, is: --device cuda); peak_bytes is null")
 
