@@ -15,8 +15,9 @@ backward and optimizer step) on fake tensors. What this version simulates, row b
   int8 / int4 training without LoRA, pre-quantized checkpoints) get a null ``peak_bytes`` with a note saying why.
 - inference of pre-quantized checkpoints whose layers run here (compressed-tensors, fp8:
   :mod:`estimator.peak.sim.prequant`): their float rows, the float8 row of an fp8 checkpoint and the int4 / int8 row
-  of a compressed-tensors one, through the checkpoint's own quantized layers; ``weights_held`` names the scheme
-  and the kernel assumed.
+  of a compressed-tensors one, through the checkpoint's own quantized layers; GPTQ / AWQ on CUDA (float16 /
+  bfloat16 rows and the int row of their width) with the Marlin layer modelled from its source
+  (:mod:`estimator.peak.sim.prequant_marlin`); ``weights_held`` names the scheme and the kernel assumed.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -176,7 +177,10 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             reason: str | None = (f"{dtype.value}: pre-quantized checkpoints are simulated on one device; under "
                                   f"{parallel.strategy} peak_bytes is null")
         elif prequantized:
-            reason = row_refusal(dtype.value, _kernel(hardware))
+            from estimator.peak.sim.prequant import cpu_refusal
+
+            reason = cpu_refusal(resolved.config["quantization_config"], dtype.value,
+                                 "cpu" if hardware.device is Device.CPU else "cuda") or row_refusal(dtype.value, _kernel(hardware))
         else:
             reason = _why_not(dtype, work) or refusal(resolved, load_row, dtype, parallel) \
                 or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
@@ -307,8 +311,8 @@ def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype:
 def prequantized_row(resolved: Resolved, work: WorkSpec, dtype: DType, load_row: Row | None) -> bool:
     """Whether this row's inference runs the pre-quantized checkpoint's own layers (:mod:`estimator.peak.sim.prequant`):
     a checkpoint whose ``quantization_config`` is simulated there; its float rows (the dtype it is loaded in), its
-    float8 row (an ``fp8`` checkpoint) and its int4 / int8 row (a compressed-tensors checkpoint of that width,
-    whose load row has figures). ``load_row`` None: the row is known to have figures (the fit solver's calls)."""
+    float8 row (an ``fp8`` checkpoint) and its int4 / int8 row (a compressed-tensors, GPTQ or AWQ checkpoint of that
+    width, whose load row has figures). ``load_row`` None: the row is known to have figures (the fit solver's calls)."""
     from estimator.peak.sim.prequant import Scheme, scheme_of
 
     scheme = scheme_of(resolved.config.get("quantization_config"))
@@ -318,6 +322,9 @@ def prequantized_row(resolved: Resolved, work: WorkSpec, dtype: DType, load_row:
         return True
     if dtype is DType.FLOAT8:
         return scheme is Scheme.FP8
+    if scheme in (Scheme.GPTQ, Scheme.AWQ):
+        bits = resolved.config["quantization_config"].get("bits", 4)
+        return dtype is (DType.INT4 if bits == 4 else DType.INT8)
     return dtype in (DType.INT8, DType.INT4) and scheme is Scheme.COMPRESSED_TENSORS
 
 

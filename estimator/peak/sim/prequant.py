@@ -32,7 +32,15 @@ Schemes, and how each one runs:
   grouped matmul, whose source is not in transformers' tree: it is assumed to make the same float8 input copy,
   scales and output (the note says so).
 
-Other methods (GPTQ / AWQ through Marlin / ExLlama v2 / Triton, MXFP4, bitsandbytes stored checkpoints, torchao)
+- ``gptq`` (symmetric, 4 or 8 bits, the ``gptq`` checkpoint format) and ``awq`` (4 or 8 bits, ``gemm``): on
+  ``cuda`` the layer gptqmodel selects by default is Marlin, CUDA only, which cannot run on fakes: each quantized
+  linear is replaced by a stand-in holding the packed ``qweight`` / ``scales`` (/ AWQ's ``qzeros``) exactly as
+  Marlin keeps them after ``post_init``, with its per-layer workspace, and allocating per call what
+  ``gptq_marlin_gemm`` allocates (:mod:`estimator.peak.sim.prequant_marlin`, where each size is cited); the rest
+  of the model (attention, norms, embeddings, ``lm_head``) runs as is in its compute dtype. On ``cpu``
+  gptqmodel's torch kernels are not modelled: :func:`cpu_refusal` says so and the row's peak is null.
+
+Other methods (GPTQ / AWQ variants Marlin does not take, MXFP4, bitsandbytes stored checkpoints, torchao)
 are not simulated here: :func:`scheme_of` answers None for them and the row says so.
 """
 
@@ -51,7 +59,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-__all__ = ["Scheme", "held_label", "note", "pack", "quantize_on_meta", "scheme_of"]
+__all__ = ["Scheme", "cpu_refusal", "held_label", "note", "pack", "quantize_on_meta", "scheme_of"]
 
 # transformers 4.57 integrations/finegrained_fp8.py FP8Linear.forward: act_quant(input, block_size[1])
 _FP8_SCALE_BYTES = 4  # act_quant's scales: x.new_empty(..., K // block_k, dtype=torch.float32)
@@ -62,6 +70,8 @@ class Scheme(enum.Enum):
 
     COMPRESSED_TENSORS = "compressed-tensors"
     FP8 = "fp8"
+    GPTQ = "gptq"
+    AWQ = "awq"
 
 
 def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
@@ -71,10 +81,45 @@ def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
     method = str(quantization_config.get("quant_method") or "")
     if method == Scheme.FP8.value:
         return Scheme.FP8
+    if method in (Scheme.GPTQ.value, Scheme.AWQ.value):
+        return _marlin_scheme(quantization_config)
     if (method == Scheme.COMPRESSED_TENSORS.value and _ct_formats(quantization_config) <= _CT_DECOMPRESSED
             and importlib.util.find_spec("compressed_tensors") is not None):
         return Scheme.COMPRESSED_TENSORS
     return None
+
+
+def _marlin_scheme(qc: dict[str, Any]) -> Scheme | None:
+    """GPTQ / AWQ checkpoints whose default CUDA kernel is Marlin (:mod:`estimator.peak.sim.prequant_marlin`):
+    gptqmodel's ``MarlinQuantLinear`` takes symmetric 4/8-bit ``gptq`` checkpoints, ``AwqMarlinLinear`` 4/8-bit
+    ``gemm`` ones; others (asymmetric GPTQ, ``gptq_v2``, AWQ ``gemv`` / ``gemv_fast`` / ``llm-awq``) are not modelled."""
+    bits = qc.get("bits", 4)
+    if bits not in (4, 8):
+        return None
+    if qc.get("quant_method") == Scheme.GPTQ.value:
+        fmt = str(qc.get("checkpoint_format") or qc.get("format") or "gptq").lower()
+        return Scheme.GPTQ if qc.get("sym", True) and fmt == "gptq" else None
+    fmt = str(qc.get("version") or qc.get("format") or "gemm").lower()
+    return Scheme.AWQ if fmt == "gemm" else None
+
+
+def cpu_refusal(quantization_config: dict[str, Any], dtype: str, device: str = "cpu") -> str | None:
+    """Why a GPTQ / AWQ row has no peak, else None: on ``cpu`` gptqmodel's CPU kernels are not modelled; a float32
+    row is not Marlin's (``SUPPORTS_DTYPES = [torch.float16, torch.bfloat16]`` in marlin.py / marlin_awq.py)."""
+    scheme = scheme_of(quantization_config)
+    if scheme not in (Scheme.GPTQ, Scheme.AWQ):
+        return None
+    if device != "cpu":
+        return (None if dtype != "float32" else f"float32: Marlin computes in float16 / bfloat16 only (gptqmodel "
+                f"MarlinQuantLinear.SUPPORTS_DTYPES), so a float32 {scheme.value} row is not modelled; peak_bytes is null")
+    return (f"{dtype}: a pre-quantized {scheme.value} checkpoint on CPU runs gptqmodel's torch kernels, which are not "
+            "modelled (its CUDA path, Marlin, is: --device cuda); peak_bytes is null")
+
+
+def _marlin_words(qc: dict[str, Any]) -> str:
+    group = qc.get("group_size") or 128
+    act = ", act order" if qc.get("desc_act") and qc.get("quant_method") == Scheme.GPTQ.value else ""
+    return f"{str(qc.get('quant_method')).upper()} {qc.get('bits', 4)}-bit group {group if group > 0 else 'per-channel'}{act}"
 
 
 # compressed-tensors formats whose decompression is torch code (compressors/pack_quantized, naive_quantized, dense)
@@ -106,6 +151,8 @@ def held_label(quantization_config: dict[str, Any], device: str, load_dtype: str
     if scheme is Scheme.COMPRESSED_TENSORS:
         return (f"compressed-tensors {'/'.join(sorted(_ct_formats(quantization_config)))} {_ct_weights(quantization_config)}, "
                 f"decompressed to {load_dtype} at the first forward")
+    if scheme in (Scheme.GPTQ, Scheme.AWQ):
+        return f"{_marlin_words(quantization_config)} as stored; Marlin kernel (modelled from its source)"
     block = quantization_config.get("weight_block_size") or [128, 128]
     if device == "cpu":
         return f"fp8 blocks {block[0]}x{block[1]}, dequantized to {load_dtype} at load (CPU)"
@@ -120,6 +167,18 @@ def note(quantization_config: dict[str, Any], device: str, load_dtype: str) -> s
                 "as stored; compressed-tensors' own decompression runs at the first forward (every quantized layer "
                 f"unpacked and dequantized to {load_dtype}, the packed tensors dropped), then the layers compute in "
                 f"{load_dtype}; the peak includes that decompression")
+    if scheme in (Scheme.GPTQ, Scheme.AWQ):
+        from estimator.peak.sim.prequant_marlin import ASSUMED_SMS
+
+        return (f"pre-quantized {_marlin_words(quantization_config)} checkpoint: modelled, not measured (no GPU here). "
+                "transformers loads it through gptqmodel, whose default CUDA kernel on an Ampere GPU is Marlin "
+                "(Swordfish/Machete, ranked above it where their extensions load, e.g. Hopper, are not modelled); "
+                "Marlin is CUDA only, so each quantized linear holds its packed weights and scales as Marlin keeps "
+                "them (GPTQModel nn_modules/qlinear/marlin.py / marlin_awq.py post_init) plus its int32 workspace "
+                f"(utils/marlin.py marlin_make_workspace_new: max(SMs, 128); {ASSUMED_SMS} SMs assumed, an A100), "
+                "and each call allocates gptq_marlin_gemm's output and fp32-reduce buffer "
+                "(gptqmodel_ext/marlin/gptq_marlin.cu: SMs x min(round16(m), 64) x 256 float32; a_tmp m x k with "
+                f"act order); the rest of the model runs as is in {load_dtype}")
     if device == "cpu":
         return ("pre-quantized fp8 checkpoint on CPU: transformers dequantizes it to "
                 f"{load_dtype} while loading (no GPU: FineGrainedFP8HfQuantizer sets dequantize=True); "
@@ -138,6 +197,13 @@ def quantize_on_meta(model: nn.Module, quantization_config: dict[str, Any], *, d
     if scheme is None:
         raise ValueError(f"not a simulated pre-quantized scheme: {quantization_config.get('quant_method')}")
     if scheme is Scheme.FP8 and device == "cpu":
+        return model
+    if scheme in (Scheme.GPTQ, Scheme.AWQ):
+        if device == "cpu":
+            raise ValueError(cpu_refusal(quantization_config, "this row"))
+        from estimator.peak.sim.prequant_marlin import swap_linears
+
+        swap_linears(model, quantization_config, awq=scheme is Scheme.AWQ)
         return model
     from transformers.quantizers.auto import AutoHfQuantizer, AutoQuantizationConfig
 
