@@ -92,3 +92,24 @@ def test_variants_marlin_does_not_take_stay_unsimulated() -> None:
     assert scheme_of({**GPTQ, "sym": False}) is None  # MarlinQuantLinear.SUPPORTS_SYM = [True]
     assert scheme_of({**GPTQ, "bits": 3}) is None
     assert scheme_of({**AWQ, "version": "gemv"}) is None
+
+
+def test_config_only_folder_says_its_float_row_is_not_what_loads(tmp_path: Path) -> None:
+    """A config-only folder declaring GPTQ: its float16 load row is the unquantized build (exact bytes of that build,
+    the same as without the declaration), and the row says so in weights_held and a note (issue 32, 'Why')."""
+    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": GPTQ}))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text(json.dumps(_SMALL_LLAMA))
+
+    def load_row(folder: Path) -> dict[str, Any]:
+        done = subprocess.run([sys.executable, "-m", "estimator", str(folder), "--dtypes", "float16", "--format", "json"],
+                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+        assert done.returncode == 0, done.stderr
+        (row,) = json.loads(done.stdout)["rows"]
+        return dict(row)
+
+    declared, unquantized = load_row(tmp_path), load_row(plain)
+    assert declared["total_bytes"] == unquantized["total_bytes"] and unquantized["weights_held"] is None
+    assert declared["weights_held"] == "float16: the unquantized build, not what this gptq checkpoint loads"
+    assert any("declares a pre-quantized checkpoint (gptq, 4-bit)" in n for n in declared["notes"]), declared["notes"]

@@ -89,6 +89,14 @@ def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None
         weights = measure(model)
         fused, fused_note = fused_view_bytes(model, checkpoint_names) if resolved.library is Library.TRANSFORMERS else (0, None)
         notes = (f"largest layer: {', '.join(weights.largest_layer_names[:3])}",) if weights.largest_layer_names else ()
+        held = None
+        declared = resolved.config.get("quantization_config")
+        if isinstance(declared, dict) and checkpoint_bits(declared)[0] != "bitsandbytes":
+            method, bits = checkpoint_bits(declared)
+            held = f"{dtype.value}: the unquantized build, not what this {method} checkpoint loads"
+            notes = (*notes, f"{dtype.value}: the model built from its config unquantized; the config declares a pre-quantized "
+                             f"checkpoint ({method}, {bits or 'non-integer'}-bit), which loads the tensors it stores instead: "
+                             "those are read from its safetensors headers (Hub repos)")
         rows.append(Row(
             dtype=dtype.value,
             total_bytes=weights.total_bytes + fused,
@@ -98,6 +106,7 @@ def built_rows(resolved: Resolved, spec: LoadSpec, load: KeptDType | None = None
             notes=notes + ((fused_note,) if fused_note else ()),
             # accelerate's basis: the same model in float32 (its 16-bit parameters at 4 bytes)
             float32_bytes=weights.total_bytes + fused * (2 if dtype.is_16bit else 1) + 2 * weights.low_precision_parameters,
+            weights_held=held,
         ))
     return tuple(rows)
 
