@@ -30,7 +30,14 @@ def test_components_sum_to_peak(mode: str, device: str) -> None:
         assert r.components["optimizer_states"] >= 2 * 808224  # exp_avg, exp_avg_sq (+ step)
 
 
-def test_fake_tensor_cache_is_cleared() -> None:
+def test_fake_tensor_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FakeTensorMode's process-wide dispatch cache is kept between simulations (the layer samples and the fit search
+    run from it) but emptied once it holds more than engine.DISPATCH_CACHE_ENTRIES entries."""
+    from estimator.peak import engine
+
+    _run("gpt2", mode="inference", device="cpu")
+    assert 0 < FakeTensorMode.cache_info().size <= engine.DISPATCH_CACHE_ENTRIES
+    monkeypatch.setattr(engine, "DISPATCH_CACHE_ENTRIES", 0)
     _run("gpt2", mode="inference", device="cpu")
     assert FakeTensorMode.cache_info().size == 0
 
