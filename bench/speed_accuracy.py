@@ -188,11 +188,13 @@ def _run(hw: Hardware, build: int, **kw: object) -> LlamaCppRun:
     """The settings a build ran with: flash attention off (the default until 2025), CUDA graphs from b2822 (PR #6766),
     quantized matmuls dequantized to F16 for cuBLAS on GPUs before llama.cpp's int8 tensor-core MMQ (June 2024) and on Volta,
     a fused QKV split by copies before :data:`QKV_VIEWS_BUILD`, a gated FFN's activation and product unfused before
-    :data:`GLU_OPS_BUILD`."""
+    :data:`GLU_OPS_BUILD`, one token's attention through batched cuBLAS before :data:`MMV_BUILD` on GPUs with fast FP16."""
     cc = float(hw.compute_capability or 0)
     mmq = build >= 3150 and cc >= 7.5
+    fast_fp16 = cc >= 7.0 or cc == 6.0  # ggml-cuda's fp16_performance_good: Volta and newer, and P100
     return LlamaCppRun(flash_attn=False, n_ubatch=512, cuda_graphs=build >= 2822, quant_gemm=QuantGemm.MMQ if mmq else QuantGemm.DEQUANT,
-                       qkv_cont=build < QKV_VIEWS_BUILD, fused_glu=build >= GLU_OPS_BUILD, **kw)  # type: ignore[arg-type]
+                       qkv_cont=build < QKV_VIEWS_BUILD, fused_glu=build >= GLU_OPS_BUILD,
+                       kq_batched_cublas=build < MMV_BUILD and hw.vendor == "nvidia" and fast_fp16, **kw)  # type: ignore[arg-type]
 
 
 NKVO_HOST = None
@@ -208,6 +210,14 @@ who name their host. Build 1786 also predates the ggml-backend scheduler (PR #47
 GLU_OPS_BUILD = 5700
 """The first build assumed to fuse a gated FFN's activation and product (``ggml_swiglu_split``, the GLU ops of PR #14158,
 merged June 2025, about b5700); every case here is older (two kernels: the activation, then ``ggml_mul``)."""
+
+
+MMV_BUILD = 4100
+"""The first build assumed to multiply one token's F16 KQ / KQV with ``ggml_cuda_mul_mat_vec`` (one kernel each) instead of
+``ggml_cuda_mul_mat_batched_cublas`` (three or four: :attr:`estimator.speed.llamacpp.LlamaCppRun.kq_batched_cublas`): PR
+#10318 (https://github.com/ggml-org/llama.cpp/pull/10318), merged mid-November 2024, about b4100. The cases here are older
+(b1786-b2824, batched cuBLAS on their Volta / Ampere / Ada GPUs) or newer (b4424, where the V100's KQ at fewer than
+``MMV_MAX_ROWS`` = 512 cache cells and its KQV take ``ggml_cuda_mul_mat_vec``)."""
 
 
 QKV_VIEWS_BUILD = 4880

@@ -399,6 +399,52 @@ def test_a_gated_ffn_is_two_kernels_before_the_glu_ops() -> None:
     assert [(op.bytes_read, op.bytes_written) for op in act] == [(4 * n_ff, 4 * n_ff), (8 * n_ff, 4 * n_ff)]
 
 
+def test_one_tokens_attention_runs_through_batched_cublas_before_pr_10318() -> None:
+    """llama.cpp before PR #10318 sends one token's F16 KQ and KQV on a GPU with fast FP16 to
+    ``ggml_cuda_mul_mat_batched_cublas``: Q (then the soft_max output) converted to F16, ``k_compute_batched_ptrs`` where
+    K / V broadcast over grouped query heads (``r2 > 1``, ``cublasGemmBatchedEx``; none for one K / V head a query head,
+    ``cublasGemmStridedBatchedEx``), the GEMM into F16 and the result converted to F32. Hand count: 3 kernels a matmul
+    more for grouped-query attention (Llama 3 8B), 2 without (OpenLLaMA 7B); the GEMMs' FLOPs and K / V reads unchanged;
+    the conversions' bytes as written; nothing changes on Metal or for -nkvo's host attention, and the bench asks for it
+    by build and compute capability."""
+    from bench.speed_accuracy import LLAMA3_8B, MMV_BUILD, OPEN_LLAMA_7B, _run, model_hparams, tensors
+
+    gpu = find_hardware("RTX 3090")
+    for arch, extra in ((LLAMA3_8B, 6), (OPEN_LLAMA_7B, 4)):
+        ts = tensors(arch, "Q4_K_M")
+        hp = model_hparams(arch, ts)
+        cells = 1024
+        one, _, _ = _step(ts, hp, 1, cells, LlamaCppRun(), gpu, gpu, 1)
+        batched, _, _ = _step(ts, hp, 1, cells, LlamaCppRun(kq_batched_cublas=True), gpu, gpu, 1)
+        assert len(batched.ops) - len(one.ops) == extra * hp.n_layer
+        assert batched.kv_bytes == one.kv_bytes
+        gemms = [op for op in batched.ops if op.name.startswith("cublas batched gemm")]
+        matmuls = [op for op in one.ops if op.name in ("mul_mat (KQ)", "mul_mat (KQV)")]
+        assert [op.flops for op in gemms] == [op.flops for op in matmuls]
+        heads, head = hp.n_head[0], hp.head_k[0]
+        scores, q = heads * cells, heads * head
+        names = [op.name for op in batched.ops]
+        first = names.index("to_fp16 (Q)")
+        ptrs = ["k_compute_batched_ptrs"] if hp.n_head_kv[0] != heads else []
+        assert names[first:first + 8 + 2 * len(ptrs)] == ["to_fp16 (Q)", *ptrs, "cublas batched gemm (KQ)", "to_fp32 (KQ)", "soft_max_ext",
+                                                           "to_fp16 (KQ soft_max)", *ptrs, "cublas batched gemm (KQV)", "to_fp32 (KQV)",
+                                                           "cont (permute)"]
+        conv = {op.name: (op.bytes_read, op.bytes_written) for op in batched.ops[first:first + 10]}
+        assert conv["to_fp16 (Q)"] == (4 * q, 2 * q) and conv["to_fp32 (KQ)"] == (2 * scores, 4 * scores)
+        assert conv["to_fp16 (KQ soft_max)"] == (4 * scores, 2 * scores) and conv["to_fp32 (KQV)"] == (2 * q, 4 * q)
+        slower = generation(ts, hp, gpu, n_gen=64, run=LlamaCppRun(kq_batched_cublas=True))
+        assert slower.tokens_per_second < generation(ts, hp, gpu, n_gen=64, run=LlamaCppRun()).tokens_per_second
+    mac = find_hardware("M2 Max 96GB")
+    metal, _, _ = _step(ts, hp, 1, 256, LlamaCppRun(kq_batched_cublas=True), mac, mac, 1)
+    assert len(metal.ops) == len(_step(ts, hp, 1, 256, LlamaCppRun(), mac, mac, 1)[0].ops)
+    host = find_hardware("CPU DDR5-5600 2ch 64GB")
+    _, nkvo, _ = _step(ts, hp, 1, 256, LlamaCppRun(kq_batched_cublas=True, offload_kqv=False), gpu, host, 1)
+    assert "to_fp16 (Q)" not in [op.name for op in nkvo.ops]
+    assert _run(gpu, 2824).kq_batched_cublas and _run(find_hardware("V100 PCIe 16GB"), 1832).kq_batched_cublas
+    assert not _run(find_hardware("V100 PCIe 16GB"), 4424).kq_batched_cublas and 2824 < MMV_BUILD < 4424
+    assert not _run(mac, 1200).kq_batched_cublas
+
+
 # ------------------------------------------------------------------ the front
 
 def test_cli_prints_the_speed_with_its_inputs(hub_server: str) -> None:

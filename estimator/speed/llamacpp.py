@@ -112,6 +112,11 @@ class LlamaCppRun:
     cuda_graphs: bool = True  # tg on CUDA: llama.cpp's CUDA graphs (b2822 and later, Ampere and newer)
     quant_gemm: QuantGemm = QuantGemm.MMQ
     all_logits: bool = False  # the output matrix for every prompt token (llama-perplexity) or only the last (llama-bench, llama-cli)
+    kq_batched_cublas: bool = False
+    """Whether one token's KQ and KQV without flash attention run through ``ggml_cuda_mul_mat_batched_cublas`` (3 or 4
+    kernels each, :func:`_kq_batched_cublas`) on a CUDA / HIP GPU with fast FP16, as llama.cpp did before PR #10318
+    (https://github.com/ggml-org/llama.cpp/pull/10318, "CUDA: remove DMMV, consolidate F16 mult mat vec", November 2024),
+    or one kernel each (today's ``ggml_cuda_mul_mat_vec``, False)."""
     fused_glu: bool = True
     """Whether a gated FFN's activation and product are one kernel (``ggml_swiglu_split``: the GLU ops of PR #14158, June
     2025) or two (``ggml_silu`` / ``ggml_gelu`` then ``ggml_mul``, as ``llm_build_ffn`` built it before)."""
@@ -240,8 +245,11 @@ def _layer_fixed(hp: HParams, il: int, n: int, layer: list[TensorInfo], run: Lla
     return ops
 
 
-def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun) -> tuple[list[OpCost], int]:
-    """Attention of ``n`` query tokens over ``n_kv`` cache cells in one layer; and the KV bytes read."""
+def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun, cuda: bool = False) -> tuple[list[OpCost], int]:
+    """Attention of ``n`` query tokens over ``n_kv`` cache cells in one layer; and the KV bytes read.
+
+    ``cuda``: the attention runs on a CUDA / HIP GPU, where ``run.kq_batched_cublas`` takes the batch-1 kernels of
+    :func:`_kq_batched_cublas`."""
     if not hp.n_head_kv[il]:
         return [], 0
     cells = _kv_cells(hp, il, n_kv)
@@ -257,6 +265,8 @@ def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun) -> tup
     att = "fp16_acc16" if n > 1 else "fp16"
     k_read, v_read = cells * k_row * reread, cells * v_row * reread
     scores = heads * n * cells
+    if n == 1 and cuda and run.kq_batched_cublas:
+        return _kq_batched_cublas(hp, il, cells, k_read, v_read), k_read + v_read
     ops = [
         OpCost("mul_mat (KQ)", 2 * heads * n * cells * hp.head_k[il], k_read + q_bytes, scores * _F32, att, formula="attention"),
         OpCost("soft_max_ext", 5 * scores, scores * _F32 + n * cells * 2, scores * _F32, "fp32", formula="elementwise"),
@@ -265,6 +275,38 @@ def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun) -> tup
         _small("cont (permute)", n, heads * hp.head_v[il]),
     ]
     return ops, k_read + v_read
+
+
+def _kq_batched_cublas(hp: HParams, il: int, cells: int, k_read: int, v_read: int) -> list[OpCost]:
+    """One token's attention without flash attention as ``ggml_cuda_mul_mat_batched_cublas`` runs it, on GPUs with fast FP16
+    in llama.cpp before PR #10318 (:attr:`LlamaCppRun.kq_batched_cublas`).
+
+    ``ggml_cuda_mul_mat`` sends an F16 ``src0`` to the FP32 single-batch kernels (``ggml_cuda_mul_mat_vec_p021`` for KQ,
+    ``ggml_cuda_mul_mat_vec_nc`` for KQV) only where FP16 is slow (``!fp16_performance_good``, Jan 2024 ggml-cuda.cu;
+    ``any_gpus_with_slow_fp16``, later: Pascal 6.1); elsewhere, batch 1 included, ``src1->ne[2]*src1->ne[3] > 1`` (one
+    channel per query head) takes "KQ + KQV multi-batch": ``ggml_cuda_mul_mat_batched_cublas``. For each of KQ and KQV that
+    function converts ``src1`` (F32) to F16 (``to_fp16_cuda``), multiplies with ``cublasGemmStridedBatchedEx`` where there is no
+    broadcast (``r2 == 1``: as many K / V heads as query heads; the K and V views and ``src1`` are then contiguous across
+    dims 2 and 3) or else with ``cublasGemmBatchedEx`` after ``k_compute_batched_ptrs`` builds the pointer arrays (grouped-
+    query attention, ``r2 = n_head / n_head_kv``), into F16 (``GGML_PREC_DEFAULT``), and converts ``dst`` back to F32
+    (``to_fp32_cuda``): 3 kernels a matmul, 4 with grouped-query attention, where the FP32 kernels were one. Counted for
+    every architecture at the default precision (the architectures llama.cpp sets to ``GGML_PREC_F32`` write the KQ in F32
+    and skip its ``to_fp32``: not distinguished). The GEMMs read K and V as the other path does (once per query head)."""
+    heads, kv_heads = hp.n_head[il], hp.n_head_kv[il]
+    q, out, scores = heads * hp.head_k[il], heads * hp.head_v[il], heads * cells
+    ptrs = [OpCost("k_compute_batched_ptrs", 0, 0, 3 * heads * 8, "fp32", formula="elementwise")] if heads != kv_heads else []
+    return [
+        OpCost("to_fp16 (Q)", 0, q * _F32, q * 2, "fp16", formula="elementwise"),
+        *ptrs,
+        OpCost("cublas batched gemm (KQ)", 2 * scores * hp.head_k[il], k_read + q * 2, scores * 2, "fp16", formula="attention"),
+        OpCost("to_fp32 (KQ)", 0, scores * 2, scores * _F32, "fp32", formula="elementwise"),
+        OpCost("soft_max_ext", 5 * scores, scores * _F32 + cells * 2, scores * _F32, "fp32", formula="elementwise"),
+        OpCost("to_fp16 (KQ soft_max)", 0, scores * _F32, scores * 2, "fp16", formula="elementwise"),
+        *ptrs,
+        OpCost("cublas batched gemm (KQV)", 2 * scores * hp.head_v[il], v_read + scores * 2, out * 2, "fp16", formula="attention"),
+        OpCost("to_fp32 (KQV)", 0, out * 2, out * _F32, "fp32", formula="elementwise"),
+        _small("cont (permute)", 1, out),
+    ]
 
 
 def _matmul(t: TensorInfo, n: int, run: LlamaCppRun, hardware: Hardware, share: float = 1.0) -> list[OpCost]:
@@ -428,7 +470,7 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
                 side.weight_bytes += int(t.n_bytes * share) if n == 1 else t.n_bytes
         fixed = _layer_fixed(hp, il, n, layer, run)
         att_side = (cpu if il < on_cpu else dev) if run.offload_kqv else cpu
-        ops, kv = _attention(hp, il, n, n_kv, run)
+        ops, kv = _attention(hp, il, n, n_kv, run, cuda=gpu.kind is Kind.GPU and att_side is dev)
         if not run.offload_kqv and side is dev and ops and gpu.kind is Kind.GPU:  # -nkvo: the cache store and attention on the host
             att_side.ops += [op for op in fixed if op.name in ("cpy k", "cpy v")]
             fixed = [op for op in fixed if op.name not in ("cpy k", "cpy v")]
