@@ -399,14 +399,16 @@ def test_a_gated_ffn_is_two_kernels_before_the_glu_ops() -> None:
     assert [(op.bytes_read, op.bytes_written) for op in act] == [(4 * n_ff, 4 * n_ff), (8 * n_ff, 4 * n_ff)]
 
 
-def test_one_tokens_attention_runs_through_batched_cublas_before_pr_10318() -> None:
+def test_attention_runs_through_batched_cublas_a_batch_always_one_token_before_pr_10318() -> None:
     """llama.cpp before PR #10318 sends one token's F16 KQ and KQV on a GPU with fast FP16 to
     ``ggml_cuda_mul_mat_batched_cublas``: Q (then the soft_max output) converted to F16, ``k_compute_batched_ptrs`` where
     K / V broadcast over grouped query heads (``r2 > 1``, ``cublasGemmBatchedEx``; none for one K / V head a query head,
     ``cublasGemmStridedBatchedEx``), the GEMM into F16 and the result converted to F32. Hand count: 3 kernels a matmul
     more for grouped-query attention (Llama 3 8B), 2 without (OpenLLaMA 7B); the GEMMs' FLOPs and K / V reads unchanged;
     the conversions' bytes as written; nothing changes on Metal or for -nkvo's host attention, and the bench asks for it
-    by build and compute capability."""
+    by build and compute capability. A batch takes that path in every build: Q permuted to ``[head, tokens, n_head]`` is not
+    contiguous across heads for 2+ tokens, so its KQ always builds the pointer arrays; the KQ result is written in F16 and
+    converted to F32 (8 bytes a score where an F32 write is 4); Metal and a quantized K cache take other kernels."""
     from bench.speed_accuracy import LLAMA3_8B, MMV_BUILD, OPEN_LLAMA_7B, _run, model_hparams, tensors
 
     gpu = find_hardware("RTX 3090")
@@ -440,6 +442,18 @@ def test_one_tokens_attention_runs_through_batched_cublas_before_pr_10318() -> N
     host = find_hardware("CPU DDR5-5600 2ch 64GB")
     _, nkvo, _ = _step(ts, hp, 1, 256, LlamaCppRun(kq_batched_cublas=True, offload_kqv=False), gpu, host, 1)
     assert "to_fp16 (Q)" not in [op.name for op in nkvo.ops]
+    n, cells = 512, 1024  # a batch takes the same path in every build: the KQ's Q is not contiguous across heads for 2+ tokens
+    for arch, ptrs in ((LLAMA3_8B, 2), (OPEN_LLAMA_7B, 1)):
+        ts = tensors(arch, "Q4_K_M")
+        hp = model_hparams(arch, ts)
+        batch, _, _ = _step(ts, hp, n, cells, LlamaCppRun(), gpu, gpu, 1)
+        names = [op.name for op in batch.ops]
+        assert names.count("k_compute_batched_ptrs") == ptrs * hp.n_layer and names.count("to_fp32 (KQ)") == hp.n_layer
+        to32 = next(op for op in batch.ops if op.name == "to_fp32 (KQ)")
+        assert (to32.bytes_read, to32.bytes_written) == (n * hp.n_head[0] * cells * 2, n * hp.n_head[0] * cells * 4)
+        metal_batch, _, _ = _step(ts, hp, n, cells, LlamaCppRun(), mac, mac, 1)
+        q8_cache, _, _ = _step(ts, hp, n, cells, LlamaCppRun(type_k="q8_0"), gpu, gpu, 1)
+        assert not [op for op in metal_batch.ops + q8_cache.ops if op.name.startswith(("to_fp32 (KQ)", "k_compute"))]
     assert _run(gpu, 2824).kq_batched_cublas and _run(find_hardware("V100 PCIe 16GB"), 1832).kq_batched_cublas
     assert not _run(find_hardware("V100 PCIe 16GB"), 4424).kq_batched_cublas and 2824 < MMV_BUILD < 4424
     assert not _run(mac, 1200).kq_batched_cublas

@@ -9,7 +9,9 @@ CUDA / Metal / CPU kernels run them, each kernel timed by the roofline (:mod:`es
   row; on CUDA a quantized matrix's input is first quantized to ``q8_1`` by its own kernel
   (``quantize_q8_1``, one per quantized ``mul_mat``); each layer reads its KV cache up to the context; without flash attention ggml's ``mul_mat``
   broadcasts K and V over the query heads, so a KV head's rows are read once per query head it
-  serves (``n_head / n_head_kv`` times), with flash attention once. Norms, RoPE, the cache copies,
+  serves (``n_head / n_head_kv`` times), with flash attention once; llama.cpp before PR #10318 ran
+  those two matmuls through batched cuBLAS on GPUs with fast FP16, 3 or 4 kernels each
+  (:attr:`LlamaCppRun.kq_batched_cublas`). Norms, RoPE, the cache copies,
   softmax, activations and residual adds are one small kernel each; every kernel takes at least the
   launch floor (:data:`~estimator.speed.roofline.KERNEL_FLOOR_S`, or with llama.cpp's CUDA graphs
   :data:`KERNEL_FLOOR_GRAPH_S`).
@@ -22,7 +24,9 @@ CUDA / Metal / CPU kernels run them, each kernel timed by the roofline (:mod:`es
   at the int8 tensor rate (``mmq``); Metal and the CPU dequantize inside the matmul.
   Without flash attention the scores ``n_head x tokens x n_kv`` are written as F32 by the KQ
   matmul, read and written by the softmax, converted to F16 and read by the KQV matmul (20 bytes a
-  score); with flash attention one kernel reads K and V. Each micro-batch attends to the cache
+  score); on an NVIDIA GPU with fast FP16 ``ggml_cuda_mul_mat_batched_cublas`` writes them in F16 and
+  converts them to F32 by its own kernel (24 bytes a score), beside converting Q to F16 and the output
+  back to F32 (:func:`_kq_batched_cublas`); with flash attention one kernel reads K and V. Each micro-batch attends to the cache
   filled so far (``n_kv`` grows by ``n_ubatch`` per micro-batch).
 * **offload** (``n_gpu_layers`` below all): the first layers stay on the CPU (llama.cpp's
   ``i_gpu_start``, :mod:`estimator.gguf.offload`); in tg they run on the host at the RAM's
@@ -114,7 +118,7 @@ class LlamaCppRun:
     all_logits: bool = False  # the output matrix for every prompt token (llama-perplexity) or only the last (llama-bench, llama-cli)
     kq_batched_cublas: bool = False
     """Whether one token's KQ and KQV without flash attention run through ``ggml_cuda_mul_mat_batched_cublas`` (3 or 4
-    kernels each, :func:`_kq_batched_cublas`) on a CUDA / HIP GPU with fast FP16, as llama.cpp did before PR #10318
+    kernels each, :func:`_kq_batched_cublas`) on an NVIDIA GPU with fast FP16, as llama.cpp did before PR #10318
     (https://github.com/ggml-org/llama.cpp/pull/10318, "CUDA: remove DMMV, consolidate F16 mult mat vec", November 2024),
     or one kernel each (today's ``ggml_cuda_mul_mat_vec``, False)."""
     fused_glu: bool = True
@@ -248,8 +252,8 @@ def _layer_fixed(hp: HParams, il: int, n: int, layer: list[TensorInfo], run: Lla
 def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun, cuda: bool = False) -> tuple[list[OpCost], int]:
     """Attention of ``n`` query tokens over ``n_kv`` cache cells in one layer; and the KV bytes read.
 
-    ``cuda``: the attention runs on a CUDA / HIP GPU, where ``run.kq_batched_cublas`` takes the batch-1 kernels of
-    :func:`_kq_batched_cublas`."""
+    ``cuda``: the attention runs on an NVIDIA GPU with fast FP16 (:func:`_fast_fp16`), whose F16 KQ and KQV go through
+    batched cuBLAS (:func:`_kq_batched_cublas`): a batch always, one token where ``run.kq_batched_cublas``."""
     if not hp.n_head_kv[il]:
         return [], 0
     cells = _kv_cells(hp, il, n_kv)
@@ -265,8 +269,8 @@ def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun, cuda: 
     att = "fp16_acc16" if n > 1 else "fp16"
     k_read, v_read = cells * k_row * reread, cells * v_row * reread
     scores = heads * n * cells
-    if n == 1 and cuda and run.kq_batched_cublas:
-        return _kq_batched_cublas(hp, il, cells, k_read, v_read), k_read + v_read
+    if cuda and (n > 1 or run.kq_batched_cublas) and run.type_k == run.type_v == "f16":
+        return _kq_batched_cublas(hp, il, n, cells, k_read, v_read, att), k_read + v_read
     ops = [
         OpCost("mul_mat (KQ)", 2 * heads * n * cells * hp.head_k[il], k_read + q_bytes, scores * _F32, att, formula="attention"),
         OpCost("soft_max_ext", 5 * scores, scores * _F32 + n * cells * 2, scores * _F32, "fp32", formula="elementwise"),
@@ -277,35 +281,49 @@ def _attention(hp: HParams, il: int, n: int, n_kv: int, run: LlamaCppRun, cuda: 
     return ops, k_read + v_read
 
 
-def _kq_batched_cublas(hp: HParams, il: int, cells: int, k_read: int, v_read: int) -> list[OpCost]:
-    """One token's attention without flash attention as ``ggml_cuda_mul_mat_batched_cublas`` runs it, on GPUs with fast FP16
-    in llama.cpp before PR #10318 (:attr:`LlamaCppRun.kq_batched_cublas`).
+def _fast_fp16(hardware: Hardware) -> bool:
+    """ggml-cuda's ``fp16_performance_good`` (January 2024) / ``fast_fp16_available`` (later) on NVIDIA: compute capability
+    6.0 (P100) and 7.0 on; Pascal's 6.1 (GTX 10 series, P40) runs FP16 slowly."""
+    cc = float(hardware.compute_capability or 0)
+    return hardware.kind is Kind.GPU and hardware.vendor == "nvidia" and (cc >= 7.0 or cc == 6.0)
+
+
+def _kq_batched_cublas(hp: HParams, il: int, n: int, cells: int, k_read: int, v_read: int, att: str) -> list[OpCost]:
+    """Attention of ``n`` tokens without flash attention as ``ggml_cuda_mul_mat_batched_cublas`` runs it on an NVIDIA GPU with
+    fast FP16 (:func:`_fast_fp16`): every batch, and one token in llama.cpp before PR #10318
+    (:attr:`LlamaCppRun.kq_batched_cublas`).
 
     ``ggml_cuda_mul_mat`` sends an F16 ``src0`` to the FP32 single-batch kernels (``ggml_cuda_mul_mat_vec_p021`` for KQ,
     ``ggml_cuda_mul_mat_vec_nc`` for KQV) only where FP16 is slow (``!fp16_performance_good``, Jan 2024 ggml-cuda.cu;
-    ``any_gpus_with_slow_fp16``, later: Pascal 6.1); elsewhere, batch 1 included, ``src1->ne[2]*src1->ne[3] > 1`` (one
-    channel per query head) takes "KQ + KQV multi-batch": ``ggml_cuda_mul_mat_batched_cublas``. For each of KQ and KQV that
-    function converts ``src1`` (F32) to F16 (``to_fp16_cuda``), multiplies with ``cublasGemmStridedBatchedEx`` where there is no
-    broadcast (``r2 == 1``: as many K / V heads as query heads; the K and V views and ``src1`` are then contiguous across
-    dims 2 and 3) or else with ``cublasGemmBatchedEx`` after ``k_compute_batched_ptrs`` builds the pointer arrays (grouped-
-    query attention, ``r2 = n_head / n_head_kv``), into F16 (``GGML_PREC_DEFAULT``), and converts ``dst`` back to F32
-    (``to_fp32_cuda``): 3 kernels a matmul, 4 with grouped-query attention, where the FP32 kernels were one. Counted for
-    every architecture at the default precision (the architectures llama.cpp sets to ``GGML_PREC_F32`` write the KQ in F32
-    and skip its ``to_fp32``: not distinguished). The GEMMs read K and V as the other path does (once per query head)."""
+    ``any_gpus_with_slow_fp16``, later); elsewhere, batch 1 included, ``src1->ne[2]*src1->ne[3] > 1`` (one channel per query
+    head) takes "KQ + KQV multi-batch": ``ggml_cuda_mul_mat_batched_cublas``. For each of KQ and KQV that function converts
+    ``src1`` (F32) to F16 (``to_fp16_cuda``), multiplies with ``cublasGemmStridedBatchedEx`` where there is no broadcast
+    (``r2 == 1``) and ``src0`` and ``src1`` are contiguous across dims 2 and 3 (``nb[2]*ne[2] == nb[3]``), or else with
+    ``cublasGemmBatchedEx`` after ``k_compute_batched_ptrs`` builds the pointer arrays, into F16 (``GGML_PREC_DEFAULT``),
+    and converts ``dst`` back to F32 (``to_fp32_cuda``). The pointer kernel runs for grouped-query attention
+    (``r2 = n_head / n_head_kv > 1``) and for the KQ of a batch: Q permuted to ``[head, tokens, n_head]`` has
+    ``nb[2]*ne[2] = head x n_head x 4`` bytes but ``nb[3]`` that times the tokens, equal only for one token; the K and V
+    views and the soft_max output are contiguous across those dims. So 3 or 4 kernels a matmul where one token's FP32
+    kernels are one. Counted for every architecture at the default precision (the architectures llama.cpp sets to
+    ``GGML_PREC_F32`` write the KQ in F32 and skip its ``to_fp32``: not distinguished). The GEMMs read K and V as the other
+    path does (once per query head)."""
     heads, kv_heads = hp.n_head[il], hp.n_head_kv[il]
-    q, out, scores = heads * hp.head_k[il], heads * hp.head_v[il], heads * cells
-    ptrs = [OpCost("k_compute_batched_ptrs", 0, 0, 3 * heads * 8, "fp32", formula="elementwise")] if heads != kv_heads else []
+    q, out, scores = n * heads * hp.head_k[il], n * heads * hp.head_v[il], n * heads * cells
+
+    def ptrs(needed: bool) -> list[OpCost]:
+        return [OpCost("k_compute_batched_ptrs", 0, 0, 3 * heads * 8, "fp32", formula="elementwise")] if needed else []
+
     return [
         OpCost("to_fp16 (Q)", 0, q * _F32, q * 2, "fp16", formula="elementwise"),
-        *ptrs,
-        OpCost("cublas batched gemm (KQ)", 2 * scores * hp.head_k[il], k_read + q * 2, scores * 2, "fp16", formula="attention"),
+        *ptrs(heads != kv_heads or n > 1),
+        OpCost("cublas batched gemm (KQ)", 2 * scores * hp.head_k[il], k_read + q * 2, scores * 2, att, formula="attention"),
         OpCost("to_fp32 (KQ)", 0, scores * 2, scores * _F32, "fp32", formula="elementwise"),
-        OpCost("soft_max_ext", 5 * scores, scores * _F32 + cells * 2, scores * _F32, "fp32", formula="elementwise"),
+        OpCost("soft_max_ext", 5 * scores, scores * _F32 + n * cells * 2, scores * _F32, "fp32", formula="elementwise"),
         OpCost("to_fp16 (KQ soft_max)", 0, scores * _F32, scores * 2, "fp16", formula="elementwise"),
-        *ptrs,
-        OpCost("cublas batched gemm (KQV)", 2 * scores * hp.head_v[il], v_read + scores * 2, out * 2, "fp16", formula="attention"),
+        *ptrs(heads != kv_heads),
+        OpCost("cublas batched gemm (KQV)", 2 * scores * hp.head_v[il], v_read + scores * 2, out * 2, att, formula="attention"),
         OpCost("to_fp32 (KQV)", 0, out * 2, out * _F32, "fp32", formula="elementwise"),
-        _small("cont (permute)", 1, out),
+        _small("cont (permute)", n, out // n),
     ]
 
 
@@ -470,7 +488,7 @@ def _step(tensors: Sequence[TensorInfo], hp: HParams, n: int, n_kv: int, run: Ll
                 side.weight_bytes += int(t.n_bytes * share) if n == 1 else t.n_bytes
         fixed = _layer_fixed(hp, il, n, layer, run)
         att_side = (cpu if il < on_cpu else dev) if run.offload_kqv else cpu
-        ops, kv = _attention(hp, il, n, n_kv, run, cuda=gpu.kind is Kind.GPU and att_side is dev)
+        ops, kv = _attention(hp, il, n, n_kv, run, cuda=_fast_fp16(gpu) and att_side is dev)
         if not run.offload_kqv and side is dev and ops and gpu.kind is Kind.GPU:  # -nkvo: the cache store and attention on the host
             att_side.ops += [op for op in fixed if op.name in ("cpy k", "cpy v")]
             fixed = [op for op in fixed if op.name not in ("cpy k", "cpy v")]
