@@ -212,10 +212,11 @@ GLU_OPS_BUILD = 5700
 merged June 2025, about b5700); every case here is older (two kernels: the activation, then ``ggml_mul``)."""
 
 
-MMV_BUILD = 4100
-"""The first build assumed to multiply one token's F16 KQ / KQV with ``ggml_cuda_mul_mat_vec`` (one kernel each) instead of
+MMV_BUILD = 4114
+"""The first build that multiplies one token's F16 KQ / KQV with ``ggml_cuda_mul_mat_vec`` (one kernel each) instead of
 ``ggml_cuda_mul_mat_batched_cublas`` (three or four: :attr:`estimator.speed.llamacpp.LlamaCppRun.kq_batched_cublas`): PR
-#10318 (https://github.com/ggml-org/llama.cpp/pull/10318), merged mid-November 2024, about b4100. The cases here are older
+#10318 (https://github.com/ggml-org/llama.cpp/pull/10318), merged as c3ea58ac on 2024-11-17, which llama.cpp's CI logs
+print as "build: 4114 (c3ea58ac)" (ggml-org/ci, the ctest logs of that commit). The cases here are older
 (b1786-b2824, batched cuBLAS on their Volta / Ampere / Ada GPUs) or newer (b4424, where the V100's KQ at fewer than
 ``MMV_MAX_ROWS`` = 512 cache cells and its KQV take ``ggml_cuda_mul_mat_vec``)."""
 
