@@ -40,7 +40,15 @@ Schemes, and how each one runs:
   of the model (attention, norms, embeddings, ``lm_head``) runs as is in its compute dtype. On ``cpu``
   gptqmodel's torch kernels are not modelled: :func:`cpu_refusal` says so and the row's peak is null.
 
-Other methods (GPTQ / AWQ variants Marlin does not take, MXFP4, bitsandbytes stored checkpoints, torchao)
+- ``mxfp4`` (gpt-oss: the MoE experts' weights as 4-bit e2m1 values, two per uint8 in ``*_blocks``, with one
+  e8m0 uint8 exponent per 32 in ``*_scales``; attention, router, embeddings and ``lm_head`` stored in bfloat16):
+  on ``cpu`` transformers 5 dequantizes the experts to the load dtype while loading (``Mxfp4HfQuantizer``:
+  ``_process_model_before_weight_loading`` sets ``dequantize=True`` on CPU unless ``use_kernels=True``, and
+  ``validate_environment`` does where the ``kernels`` package or Triton is missing; the loader's
+  ``Mxfp4Dequantize`` op then writes ``convert_moe_packed_tensors``' output, shaped and typed as
+  ``GptOssExperts``' own parameters), so the model is the plain ``GptOssForCausalLM`` in that dtype.
+
+Other methods (GPTQ / AWQ variants Marlin does not take, bitsandbytes stored checkpoints, torchao)
 are not simulated here: :func:`scheme_of` answers None for them and the row says so.
 """
 
@@ -72,6 +80,7 @@ class Scheme(enum.Enum):
     FP8 = "fp8"
     GPTQ = "gptq"
     AWQ = "awq"
+    MXFP4 = "mxfp4"
 
 
 def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
@@ -81,6 +90,8 @@ def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
     method = str(quantization_config.get("quant_method") or "")
     if method == Scheme.FP8.value:
         return Scheme.FP8
+    if method == Scheme.MXFP4.value:
+        return Scheme.MXFP4
     if method in (Scheme.GPTQ.value, Scheme.AWQ.value):
         return _marlin_scheme(quantization_config)
     if (method == Scheme.COMPRESSED_TENSORS.value and _ct_formats(quantization_config) <= _CT_DECOMPRESSED
@@ -107,6 +118,9 @@ def cpu_refusal(quantization_config: dict[str, Any], dtype: str, device: str = "
     """Why a GPTQ / AWQ row has no peak, else None: on ``cpu`` gptqmodel's CPU kernels are not modelled; a float32
     row is not Marlin's (``SUPPORTS_DTYPES = [torch.float16, torch.bfloat16]`` in marlin.py / marlin_awq.py)."""
     scheme = scheme_of(quantization_config)
+    if scheme is Scheme.MXFP4 and device != "cpu":
+        return (f"{dtype}: a pre-quantized mxfp4 checkpoint on CUDA runs the triton_kernels matmul_ogs path, which is "
+                "not modelled yet (--device cpu is: the experts dequantized at load); peak_bytes is null")
     if scheme not in (Scheme.GPTQ, Scheme.AWQ):
         return None
     if device != "cpu":
@@ -153,6 +167,8 @@ def held_label(quantization_config: dict[str, Any], device: str, load_dtype: str
                 f"decompressed to {load_dtype} at the first forward")
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         return f"{_marlin_words(quantization_config)} as stored; Marlin kernel (modelled from its source)"
+    if scheme is Scheme.MXFP4:
+        return f"mxfp4 experts, dequantized to {load_dtype} at load (CPU)"
     block = quantization_config.get("weight_block_size") or [128, 128]
     if device == "cpu":
         return f"fp8 blocks {block[0]}x{block[1]}, dequantized to {load_dtype} at load (CPU)"
@@ -179,6 +195,12 @@ def note(quantization_config: dict[str, Any], device: str, load_dtype: str) -> s
                 "and each call allocates gptq_marlin_gemm's output and fp32-reduce buffer "
                 "(gptqmodel_ext/marlin/gptq_marlin.cu: SMs x min(round16(m), 64) x 256 float32; a_tmp m x k with "
                 f"act order); the rest of the model runs as is in {load_dtype}")
+    if scheme is Scheme.MXFP4:
+        return ("pre-quantized mxfp4 checkpoint on CPU: transformers dequantizes the MoE experts to "
+                f"{load_dtype} while loading (Mxfp4HfQuantizer sets dequantize=True on CPU without use_kernels=True, "
+                "or without the kernels package / Triton; integrations/mxfp4.py convert_moe_packed_tensors), so the "
+                f"model is the plain one, simulated in {load_dtype}; the load's own dequantization temporaries are "
+                "outside this peak")
     if device == "cpu":
         return ("pre-quantized fp8 checkpoint on CPU: transformers dequantizes it to "
                 f"{load_dtype} while loading (no GPU: FineGrainedFP8HfQuantizer sets dequantize=True); "
@@ -196,7 +218,7 @@ def quantize_on_meta(model: nn.Module, quantization_config: dict[str, Any], *, d
     scheme = scheme_of(quantization_config)
     if scheme is None:
         raise ValueError(f"not a simulated pre-quantized scheme: {quantization_config.get('quant_method')}")
-    if scheme is Scheme.FP8 and device == "cpu":
+    if scheme in (Scheme.FP8, Scheme.MXFP4) and device == "cpu":
         return model
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         if device == "cpu":
