@@ -103,7 +103,14 @@ CUDA_ONLY = [
     "transformers' tree) is assumed to allocate the same.",
     "  DeepSeek-R1 (tests/hub_data fixture, config only), `--mode inference --device cuda --dtypes float8 "
     "--batch-size 1 --seq-len 1024 --max-new-tokens 32`: float8 row 626.92 GiB of weights as stored, peak 627.48 GiB.",
-    "- GPTQ / AWQ (Marlin, ExLlama v2, Triton), MXFP4 on CUDA, torchao: not simulated (their rows keep the stored load "
+    "- mxfp4 on `--device cuda` (estimator/peak/sim/prequant_mxfp4.py): the experts' uint8 blocks and scales as "
+    "stored (triton_kernels StridedLayout, an A100 assumed) and float32 biases; per MoE layer the routing's gate "
+    "scales and indices (gpt_oss_triton_kernels routing.py SortTokens.forward) and each matmul_ogs call's output "
+    "and split-k scratchpad (matmul_ogs.py init_allocation, opt_flags.py make_default_opt_flags_nvidia), from "
+    "huggingface/kernels-community's gpt-oss-triton-kernels (the Hub kernel transformers loads).",
+    "  gpt-oss-20b (tests/data/vllm_runs/configs/openai__gpt-oss-20b, config only), `--mode inference --device cuda "
+    "--dtypes bfloat16 --batch-size 1 --seq-len 1024 --max-new-tokens 32`: weights 12.83 GiB, peak 13.29 GiB.",
+    "- GPTQ / AWQ on CPU and their other kernels (ExLlama v2, Triton), torchao: not simulated (their rows keep the stored load "
     "figures and a null peak with a note).",
 ]
 

@@ -46,7 +46,10 @@ Schemes, and how each one runs:
   ``_process_model_before_weight_loading`` sets ``dequantize=True`` on CPU unless ``use_kernels=True``, and
   ``validate_environment`` does where the ``kernels`` package or Triton is missing; the loader's
   ``Mxfp4Dequantize`` op then writes ``convert_moe_packed_tensors``' output, shaped and typed as
-  ``GptOssExperts``' own parameters), so the model is the plain ``GptOssForCausalLM`` in that dtype.
+  ``GptOssExperts``' own parameters), so the model is the plain ``GptOssForCausalLM`` in that dtype. On ``cuda``
+  ``Mxfp4GptOssMLP`` keeps the blocks and scales as stored and calls triton_kernels' ``matmul_ogs`` (CUDA only): a
+  stand-in holds and allocates what its published source says (:mod:`estimator.peak.sim.prequant_mxfp4`, where
+  each size is cited).
 
 Other methods (GPTQ / AWQ variants Marlin does not take, bitsandbytes stored checkpoints, torchao)
 are not simulated here: :func:`scheme_of` answers None for them and the row says so.
@@ -118,9 +121,6 @@ def cpu_refusal(quantization_config: dict[str, Any], dtype: str, device: str = "
     """Why a GPTQ / AWQ row has no peak, else None: on ``cpu`` gptqmodel's CPU kernels are not modelled; a float32
     row is not Marlin's (``SUPPORTS_DTYPES = [torch.float16, torch.bfloat16]`` in marlin.py / marlin_awq.py)."""
     scheme = scheme_of(quantization_config)
-    if scheme is Scheme.MXFP4 and device != "cpu":
-        return (f"{dtype}: a pre-quantized mxfp4 checkpoint on CUDA runs the triton_kernels matmul_ogs path, which is "
-                "not modelled yet (--device cpu is: the experts dequantized at load); peak_bytes is null")
     if scheme not in (Scheme.GPTQ, Scheme.AWQ):
         return None
     if device != "cpu":
@@ -168,7 +168,8 @@ def held_label(quantization_config: dict[str, Any], device: str, load_dtype: str
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         return f"{_marlin_words(quantization_config)} as stored; Marlin kernel (modelled from its source)"
     if scheme is Scheme.MXFP4:
-        return f"mxfp4 experts, dequantized to {load_dtype} at load (CPU)"
+        return (f"mxfp4 experts, dequantized to {load_dtype} at load (CPU)" if device == "cpu" else
+                "mxfp4 experts as stored; triton_kernels matmul_ogs (modelled from its source)")
     block = quantization_config.get("weight_block_size") or [128, 128]
     if device == "cpu":
         return f"fp8 blocks {block[0]}x{block[1]}, dequantized to {load_dtype} at load (CPU)"
@@ -195,6 +196,18 @@ def note(quantization_config: dict[str, Any], device: str, load_dtype: str) -> s
                 "and each call allocates gptq_marlin_gemm's output and fp32-reduce buffer "
                 "(gptqmodel_ext/marlin/gptq_marlin.cu: SMs x min(round16(m), 64) x 256 float32; a_tmp m x k with "
                 f"act order); the rest of the model runs as is in {load_dtype}")
+    if scheme is Scheme.MXFP4 and device != "cpu":
+        from estimator.peak.sim.prequant_marlin import ASSUMED_SMS
+
+        return ("pre-quantized mxfp4 checkpoint: modelled, not measured (no GPU here). transformers' Mxfp4GptOssMLP "
+                "keeps the experts' blocks and scales as stored (uint8; triton_kernels StridedLayout below compute "
+                f"capability 9: an A100, {ASSUMED_SMS} SMs, assumed; Hopper's padded layout is not modelled) and "
+                "float32 biases, and calls the Hub kernel kernels-community/gpt-oss-triton-kernels (CUDA only), so "
+                "each MoE layer allocates what its source says (huggingface/kernels-community gpt_oss_triton_kernels: "
+                "routing.py SortTokens / _compute_expt_data_internal's gate scales and indices; matmul_ogs.py "
+                "init_allocation: gate_up's output T*k x I, down's fused-scatter output (T*k + T) x H kept as the "
+                "MLP output, and the float32 split-k scratchpad where opt_flags picks split_k > 1); the rest of the "
+                f"model runs as is in {load_dtype}")
     if scheme is Scheme.MXFP4:
         return ("pre-quantized mxfp4 checkpoint on CPU: transformers dequantizes the MoE experts to "
                 f"{load_dtype} while loading (Mxfp4HfQuantizer sets dequantize=True on CPU without use_kernels=True, "
@@ -219,6 +232,11 @@ def quantize_on_meta(model: nn.Module, quantization_config: dict[str, Any], *, d
     if scheme is None:
         raise ValueError(f"not a simulated pre-quantized scheme: {quantization_config.get('quant_method')}")
     if scheme in (Scheme.FP8, Scheme.MXFP4) and device == "cpu":
+        return model
+    if scheme is Scheme.MXFP4:
+        from estimator.peak.sim.prequant_mxfp4 import swap_mlps
+
+        swap_mlps(model, quantization_config)
         return model
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         if device == "cpu":
