@@ -66,11 +66,14 @@ def test_call_buffers_follow_init_allocation() -> None:
     from estimator.peak.sim.prequant_mxfp4 import call_buffers
 
     # decode of gpt-oss-20b (T 1, top-4): split-k on both calls, float32 scratchpads of the unreduced N
-    assert call_buffers(4, 5760, 2880, 32, rows_out=None, reduction_n=2) == ((1, 4, 2880), (4, 1, 4, 5760))
-    assert call_buffers(4, 2880, 2880, 32, rows_out=1) == ((1, 1, 2880), (5, 1, 4, 2880))
-    # prefill of 2,048 tokens: no split-k; the down call's fused scatter keeps its scratch rows in the output
-    assert call_buffers(8192, 5760, 2880, 32, rows_out=None, reduction_n=2) == ((1, 8192, 2880), None)
-    assert call_buffers(8192, 2880, 2880, 32, rows_out=2048) == ((1, 8192 + 2048, 2880), None)
+    assert call_buffers(4, 5760, 2880, 32, top_k=4, scatter=False, reduction_n=2) == ((1, 4, 2880), (4, 1, 4, 5760), 0)
+    assert call_buffers(4, 2880, 2880, 32, top_k=4, scatter=True) == ((1, 1, 2880), (5, 1, 4, 2880), 0)
+    # prefill of 2,048 tokens: no split-k; the down call's fused scatter keeps its scratch rows in the output and
+    # makes writeback_idxs (M) and finalize_scatter_idxs (T + M + 1)
+    assert call_buffers(8192, 5760, 2880, 32, top_k=4, scatter=False, reduction_n=2) == ((1, 8192, 2880), None, 0)
+    assert call_buffers(8192, 2880, 2880, 32, top_k=4, scatter=True) == ((1, 8192 + 2048, 2880), None, 8192 + 2048 + 8192 + 1)
+    # top-1: no finalize, the scatter writes the T rows directly (writeback_idxs is the routing's dst_indx)
+    assert call_buffers(2048, 2880, 2880, 32, top_k=1, scatter=True) == ((1, 2048, 2880), None, 0)
 
 
 @pytest.mark.parametrize("tokens", [1, 128])
@@ -109,5 +112,5 @@ def test_one_moe_layer_allocates_what_the_source_does(tokens: int) -> None:
     s1, s2 = split_k(gates, 5760, 2880, 32), split_k(gates, 2880, 2880, 32)
     gate_up = gates * 2880 * 2
     at_gate_up = held + gate_up + (s1 * gates * 5760 * 4 if s1 > 1 else 0)
-    down = tokens * 2880 * 2 + s2 * gates * 2880 * 4 if s2 > 1 else (gates + tokens) * 2880 * 2
+    down = tokens * 2880 * 2 + s2 * gates * 2880 * 4 if s2 > 1 else (gates + tokens) * 2880 * 2 + (2 * gates + tokens + 1) * 4
     assert peak == max(at_gate_up, held + gate_up + down)

@@ -31,8 +31,10 @@ Triton kernels cannot run on fakes. This stand-in holds and allocates what that 
   ``(1, M, I)`` in the activations' dtype and, when ``split_k > 1``, the float32 scratchpad ``(split_k, 1, M, 2I)``
   (freed on return). down (``M = T*k``, scattered to ``T`` rows with the gate weights): with ``split_k == 1`` the
   scatter is fused and the output holds the scratch rows too, ``(1, M + T, H)``, returned as a view of its first
-  ``T`` rows (so the whole buffer lives as the layer's MLP output); with ``split_k > 1`` the output ``(1, T, H)``
-  and the float32 scratchpad ``(split_k, 1, M, H)``.
+  ``T`` rows (``apply_postprocessing_features``: ``out[:, :, :n_final_rows, :]``, so the whole buffer lives as the
+  layer's MLP output), with the int32 ``writeback_idxs`` (``M``) and ``finalize_scatter_idxs`` (``T + M + 1``) of
+  ``apply_preprocessing_features`` during the call; with ``split_k > 1`` the output ``(1, T, H)`` and the float32
+  scratchpad ``(split_k, 1, M, H)``.
 """
 
 from __future__ import annotations
@@ -65,15 +67,19 @@ def split_k(m: int, n: int, k: int, experts: int, sms: int | None = None) -> int
     return max(1, min(sms // grid, -(-k // _BLOCK_K) // 4))
 
 
-def call_buffers(m: int, n: int, k: int, experts: int, *, rows_out: int | None, reduction_n: int = 1,
-                 sms: int | None = None) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    """The ``(output shape, float32 scratchpad shape or None)`` of one ``matmul_ogs`` call (``init_allocation``):
-    ``rows_out`` the scattered call's final rows (``T``), None for a gathered call without scatter."""
+def call_buffers(m: int, n: int, k: int, experts: int, *, top_k: int, scatter: bool, reduction_n: int = 1,
+                 sms: int | None = None) -> tuple[tuple[int, ...], tuple[int, ...] | None, int]:
+    """One ``matmul_ogs`` call of ``m`` rows: its output shape and float32 scratchpad shape (or None), from
+    ``init_allocation``, and the int32 elements of the fused scatter's index buffers (``apply_preprocessing_features``:
+    ``writeback_idxs`` ``m`` and ``finalize_scatter_idxs`` ``m / top_k + m + 1``), freed with the call. ``scatter``:
+    the call scatters its rows back to ``m / top_k`` tokens (down); else its rows are gathered (gate_up)."""
     splits = split_k(m, n, k, experts, sms)
     scratch = (splits, 1, m, n) if splits > 1 else None
-    if rows_out is None:
-        return (1, m, n // reduction_n), scratch
-    return ((1, m + rows_out, n) if splits == 1 else (1, rows_out, n)), scratch
+    if not scatter or top_k == 1:  # no finalize but split-k's (init_postprocessing_features)
+        return (1, m, n // reduction_n), scratch, 0
+    if splits > 1:  # fused_scatter needs split_k == 1 (make_default_opt_flags_nvidia)
+        return (1, m // top_k, n), scratch, 0
+    return (1, m + m // top_k, n), None, m + m // top_k + m + 1
 
 
 def routing_held_elements(tokens: int, top_k: int, experts: int) -> tuple[int, int]:
@@ -132,14 +138,16 @@ class Mxfp4MLP(nn.Module):
         gate_scal = router_logits.new_empty((scaled,))
         routing_indices = x.new_empty((indices,), dtype=torch.int32)
         gates = tokens * self.top_k
-        out_shape, scratch_shape = call_buffers(gates, 2 * i, h, e, rows_out=None, reduction_n=2, sms=self.sms)
+        out_shape, scratch_shape, _ = call_buffers(gates, 2 * i, h, e, top_k=self.top_k, scatter=False, reduction_n=2,
+                                                   sms=self.sms)
         intermediate = x.new_empty(out_shape)  # intermediate_cache1
         scratch = None if scratch_shape is None else x.new_empty(scratch_shape, dtype=torch.float32)
         del scratch
-        out_shape, scratch_shape = call_buffers(gates, h, i, e, rows_out=tokens, sms=self.sms)
+        out_shape, scratch_shape, scatter_indices = call_buffers(gates, h, i, e, top_k=self.top_k, scatter=True, sms=self.sms)
         out = x.new_empty(out_shape)  # intermediate_cache3: its first T rows are the result
         scratch = None if scratch_shape is None else x.new_empty(scratch_shape, dtype=torch.float32)
-        del scratch, intermediate, gate_scal, routing_indices
+        writeback = x.new_empty((scatter_indices,), dtype=torch.int32)  # writeback_idxs, finalize_scatter_idxs
+        del scratch, writeback, intermediate, gate_scal, routing_indices
         return out[0, :tokens, :]
 
 
