@@ -1,9 +1,10 @@
-"""Benchmark: pre-quantized checkpoints (compressed-tensors W4A16 and FP8, fine-grained fp8), simulated CPU peak vs
+"""Benchmark: pre-quantized checkpoints (compressed-tensors W4A16 and FP8, fine-grained fp8, MXFP4), simulated CPU peak vs
 the CPU allocator's measured peak.
 
 ``python -m bench.prequant_accuracy [--out bench/results/prequant_accuracy.md] [--only CASE[,CASE]] [--kinds KIND[,KIND]]``
 from the repository root. Every kind of ``testkit/prequant_truth.py`` on every causal LM of
-``testkit/quant_truth.py``: the checkpoint quantized for real on CPU, loaded with ``from_pretrained`` and run with
+``testkit/quant_truth.py`` (MXFP4 on the gpt-oss cases of ``testkit/prequant_truth.py``): the checkpoint quantized
+for real on CPU, loaded with ``from_pretrained`` and run with
 ``generate`` (prefill + 32 tokens), each in a fresh process, against ``simulate_peak(..., device="cpu")`` with the
 checkpoint's ``quantization_config`` (:mod:`estimator.peak.sim.prequant`). Errors are (simulated - measured) /
 measured. ``--only`` / ``--kinds`` run those and write nothing.
@@ -23,10 +24,10 @@ import transformers
 
 from bench._smoke import SMOKE_HELP
 from testkit.peak_pool import run_truth_jobs
-from testkit.prequant_truth import KINDS, simulate
+from testkit.prequant_truth import KINDS, MXFP4_CASES, cases_for, simulate
 from testkit.quant_truth import QUANT_CASES
 
-CASES = tuple(QUANT_CASES)
+CASES = (*QUANT_CASES, *MXFP4_CASES)
 # compressed-tensors targets nn.Linear: GPT-2's Conv1D layers stay unquantized (and lm_head is ignored), so
 # its compressed-tensors checkpoints quantize nothing; the fp8 layout quantizes nn.Linear too.
 NOTHING_QUANTIZED = ("gpt2",)
@@ -53,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if sim["method"] == "simulated" else 1
     cases = [c for c in CASES if c not in NOTHING_QUANTIZED and (not args.only or c in args.only.split(","))]
     kinds = [k for k in KINDS if not args.kinds or k in args.kinds.split(",")]
+    pairs = [(c, k) for c in cases for k in kinds if c in cases_for(k)]
     start = time.perf_counter()
-    found = run_truth_jobs("testkit.prequant_truth", [(side, c, k) for c in cases for k in kinds for side in ("truth", "sim")],
-                           processes=2)
+    found = run_truth_jobs("testkit.prequant_truth", [(side, c, k) for c, k in pairs for side in ("truth", "sim")], processes=2)
     lines = ["# Pre-quantized checkpoints: simulated peak vs measured on CPU", "",
              f"torch {torch.__version__}, transformers {transformers.__version__}, compressed-tensors "
              f"{compressed_tensors.__version__}; `python -m bench.prequant_accuracy` ({time.perf_counter() - start:.0f} s).", "",
@@ -64,21 +65,22 @@ def main(argv: list[str] | None = None) -> int:
              "`torch.profiler` (testkit/prequant_truth.py), against the simulation from the config alone.", "",
              "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
     worst = 0.0
-    for case in cases:
-        for kind in kinds:
-            truth, sim = found[("truth", case, kind)], found[("sim", case, kind)]
-            if not isinstance(truth, dict) or not isinstance(sim, dict) or sim.get("method") != "simulated":
-                detail = truth if not isinstance(truth, dict) else sim if not isinstance(sim, dict) else sim["notes"][0]
-                lines.append(f"| {case} | {kind} | {truth.get('peak_bytes', '—') if isinstance(truth, dict) else '—'} | — | "
-                             f"failed: {str(detail)[:160]} |")
-                continue
-            error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
-            worst = max(worst, abs(error))
-            lines.append(f"| {case} | {kind} | {truth['peak_bytes']:,} | {sim['peak_bytes']:,} | {error:+.2%} |")
+    for case, kind in pairs:
+        truth, sim = found[("truth", case, kind)], found[("sim", case, kind)]
+        if not isinstance(truth, dict) or not isinstance(sim, dict) or sim.get("method") != "simulated":
+            detail = truth if not isinstance(truth, dict) else sim if not isinstance(sim, dict) else sim["notes"][0]
+            lines.append(f"| {case} | {kind} | {truth.get('peak_bytes', '—') if isinstance(truth, dict) else '—'} | — | "
+                         f"failed: {str(detail)[:160]} |")
+            continue
+        error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
+        worst = max(worst, abs(error))
+        lines.append(f"| {case} | {kind} | {truth['peak_bytes']:,} | {sim['peak_bytes']:,} | {error:+.2%} |")
     lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN, "",
               "Kinds: ct_w4a16 = compressed-tensors pack-quantized int4 (groups of 32; llm-compressor's GPTQ / W4A16 "
               "layout); ct_fp8 = compressed-tensors naive-quantized float8_e4m3fn weights per channel (FP8 W8A16); fp8_block = "
-              "transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's), which transformers dequantizes on CPU while loading.",
+              "transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's), which transformers dequantizes on CPU while loading; "
+              "mxfp4 = gpt-oss's MoE experts as MXFP4 blocks and scales (gpt_oss, gpt_oss_swa only), which transformers "
+              "dequantizes on CPU while loading.",
               "gpt2 is left out: its Conv1D layers are not nn.Linear, so neither format quantizes anything in it.", "",
               *CUDA_ONLY]
     text = "\n".join(lines) + "\n"
@@ -101,7 +103,14 @@ CUDA_ONLY = [
     "transformers' tree) is assumed to allocate the same.",
     "  DeepSeek-R1 (tests/hub_data fixture, config only), `--mode inference --device cuda --dtypes float8 "
     "--batch-size 1 --seq-len 1024 --max-new-tokens 32`: float8 row 626.92 GiB of weights as stored, peak 627.48 GiB.",
-    "- GPTQ / AWQ (Marlin, ExLlama v2, Triton), MXFP4, torchao: not simulated (their rows keep the stored load "
+    "- mxfp4 on `--device cuda` (estimator/peak/sim/prequant_mxfp4.py): the experts' uint8 blocks and scales as "
+    "stored (triton_kernels StridedLayout, an A100 assumed) and float32 biases; per MoE layer the routing's gate "
+    "scales and indices (gpt_oss_triton_kernels routing.py SortTokens.forward) and each matmul_ogs call's output "
+    "and split-k scratchpad (matmul_ogs.py init_allocation, opt_flags.py make_default_opt_flags_nvidia), from "
+    "huggingface/kernels-community's gpt-oss-triton-kernels (the Hub kernel transformers loads).",
+    "  gpt-oss-20b (tests/data/vllm_runs/configs/openai__gpt-oss-20b, config only), `--mode inference --device cuda "
+    "--dtypes bfloat16 --batch-size 1 --seq-len 1024 --max-new-tokens 32`: weights 12.83 GiB, peak 13.29 GiB.",
+    "- GPTQ / AWQ on CPU and their other kernels (ExLlama v2, Triton), torchao: not simulated (their rows keep the stored load "
     "figures and a null peak with a note).",
 ]
 

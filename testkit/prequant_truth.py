@@ -14,7 +14,11 @@ with ``from_pretrained(tmp, dtype=torch.bfloat16)`` (transformers picks the quan
 - ``ct_fp8``: compressed-tensors float8_e4m3fn weights, one scale per output channel (FP8 W8A16), stored
   ``naive-quantized`` (the format compressed-tensors 0.20 infers for it), compressed the same way;
 - ``fp8_block``: transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's): float8_e4m3fn weights and float32
-  ``weight_scale_inv`` per 128 x 128 block, written with torch; on CPU transformers dequantizes it while loading.
+  ``weight_scale_inv`` per 128 x 128 block, written with torch; on CPU transformers dequantizes it while loading;
+- ``mxfp4``: gpt-oss's layout, on the gpt-oss cases only (:data:`MXFP4_CASES`, :func:`cases_for`): each MoE
+  expert tensor stored as ``*_blocks`` (4-bit e2m1 values, two per uint8, 32 per block) and ``*_scales`` (one
+  e8m0 uint8 exponent per block), written with torch (:func:`mxfp4_blocks`); the rest in bfloat16. On CPU
+  transformers' ``Mxfp4HfQuantizer`` dequantizes the experts while loading.
 
 Nothing here calls the estimator's quantization code; :func:`simulate` is the estimator's answer.
 """
@@ -31,6 +35,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from testkit.peak_cases import PeakCase
 from testkit.quant_truth import QUANT_CASES
 from testkit.truth import trace_events, window_peak
 
@@ -49,16 +54,55 @@ QUANTIZATION_CONFIGS: dict[str, dict[str, Any]] = {
         "format": "naive-quantized", "targets": ["Linear"], "input_activations": None, "output_activations": None,
         "weights": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False}}}},
     "fp8_block": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]},
+    # openai/gpt-oss-20b's config.json
+    "mxfp4": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                  "model.embed_tokens", "lm_head"]},
 }
 KINDS = tuple(QUANTIZATION_CONFIGS)
+
+
+def _gpt_oss(**kw: Any) -> Any:
+    def build() -> nn.Module:
+        from transformers import AutoConfig, GptOssForCausalLM
+
+        config = AutoConfig.for_model("gpt_oss", hidden_size=64, intermediate_size=64, num_hidden_layers=2, layer_types=None,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=1000,
+                                      max_position_embeddings=256, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                      **kw)
+        return GptOssForCausalLM._from_config(config, dtype=torch.float32)
+
+    return build
+
+
+# gpt-oss small: sliding / full attention layers with sinks, biased projections, a top-k router over biased experts
+MXFP4_CASES: dict[str, PeakCase] = {
+    "gpt_oss": PeakCase("gpt_oss", "4 experts top-2, sliding window 128 (the whole context)",
+                        _gpt_oss(num_local_experts=4, num_experts_per_tok=2)),
+    "gpt_oss_swa": PeakCase("gpt_oss_swa", "8 experts top-4, sliding window 32 (shorter than the prompt)",
+                            _gpt_oss(num_local_experts=8, num_experts_per_tok=4, sliding_window=32)),
+}
+FP4_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)  # e2m1, by code
+
+
+def case_of(case_name: str) -> PeakCase:
+    return MXFP4_CASES[case_name] if case_name in MXFP4_CASES else QUANT_CASES[case_name]
+
+
+def cases_for(kind: str) -> tuple[str, ...]:
+    """The cases a kind runs on: mxfp4 is gpt-oss's layout (transformers swaps only ``GptOssMLP``); the others
+    quantize the linears of :data:`testkit.quant_truth.QUANT_CASES`."""
+    return tuple(MXFP4_CASES) if kind == "mxfp4" else tuple(QUANT_CASES)
 
 
 def make_checkpoint(case_name: str, kind: str, folder: str) -> None:
     """The case's model (random weights, bfloat16) quantized for real and saved as ``kind``'s checkpoint."""
     torch.manual_seed(0)
-    model = QUANT_CASES[case_name].build().to(torch.bfloat16)  # type: ignore[operator, union-attr]
+    model = case_of(case_name).build().to(torch.bfloat16)  # type: ignore[operator, union-attr]
     if kind == "fp8_block":
         _fp8_block(model, folder)
+        return
+    if kind == "mxfp4":
+        _mxfp4(model, folder)
         return
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
@@ -105,6 +149,33 @@ def _fp8_block(model: nn.Module, folder: str) -> None:
     _write_quantization_config(folder, QUANTIZATION_CONFIGS["fp8_block"])
 
 
+def mxfp4_blocks(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``weight`` (experts, rows, K) quantized to MXFP4 along K: ``blocks`` (experts, rows, K / 32, 16) uint8, the
+    low nibble the even element's e2m1 code, and ``scales`` (experts, rows, K / 32) uint8, the block's power of two
+    + 127 (the OCP MX format; what transformers' ``convert_moe_packed_tensors`` reads)."""
+    e, rows, k = weight.shape
+    groups = weight.float().reshape(e, rows, k // 32, 32)
+    exponent = torch.ceil(torch.log2(groups.abs().amax(-1).clamp(min=1e-30) / 6.0)).clamp(-127, 127)
+    codes = ((groups / torch.exp2(exponent)[..., None])[..., None] - torch.tensor(FP4_VALUES)).abs().argmin(-1).to(torch.uint8)
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).contiguous(), (exponent + 127).to(torch.uint8).contiguous()
+
+
+def _mxfp4(model: nn.Module, folder: str) -> None:
+    """gpt-oss's checkpoint layout: ``gate_up_proj`` (E, H, 2I) stored as ``gate_up_proj_blocks`` (E, 2I, H / 32, 16)
+    and ``gate_up_proj_scales``, ``down_proj`` (E, I, H) as (E, H, I / 32, 16) and scales; the rest as is."""
+    from safetensors.torch import save_file
+
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            state[f"{name}_blocks"], state[f"{name}_scales"] = mxfp4_blocks(tensor.transpose(1, 2))
+        else:
+            state[name] = tensor.contiguous()
+    model.config.save_pretrained(folder)  # type: ignore[union-attr]
+    save_file(state, str(Path(folder) / "model.safetensors"), metadata={"format": "pt"})
+    _write_quantization_config(folder, QUANTIZATION_CONFIGS["mxfp4"])
+
+
 def _write_quantization_config(folder: str, qc: dict[str, Any]) -> None:
     path = Path(folder) / "config.json"
     config = json.loads(path.read_text())
@@ -116,13 +187,16 @@ def _write_quantization_config(folder: str, qc: dict[str, Any]) -> None:
 def measure(case_name: str, kind: str) -> dict[str, int]:
     from transformers import AutoModelForCausalLM
 
-    case = QUANT_CASES[case_name]
+    case = case_of(case_name)
     with tempfile.TemporaryDirectory() as tmp:
         make_checkpoint(case_name, kind, tmp)
         torch.manual_seed(0)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.bfloat16)
             resident(model)
+            if kind == "mxfp4":  # dequantized at load: the experts are GptOssExperts in bfloat16
+                experts = model.model.layers[0].mlp.experts
+                assert type(experts).__name__ == "GptOssExperts" and experts.gate_up_proj.dtype == torch.bfloat16, experts
             model.eval()
             ids = torch.randint(0, model.config.vocab_size, (case.batch_size, case.seq_len))
             with record_function(_WORK), torch.no_grad():
@@ -148,7 +222,7 @@ def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:
     from estimator.peak import simulate_peak
     from estimator.peak.sim.training import Recipe
 
-    case = QUANT_CASES[case_name]
+    case = case_of(case_name)
     with torch.device("meta"):
         built = case.build()
         model = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]

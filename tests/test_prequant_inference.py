@@ -1,7 +1,7 @@
 """Pre-quantized checkpoints: the simulated CPU peak against the allocator's real peak of the same run.
 
 Each truth is a real run in a fresh process (``testkit/prequant_truth.py``): a tiny model quantized for real on
-CPU (compressed-tensors' own packing; the fine-grained fp8 layout written with torch), saved, loaded inside
+CPU (compressed-tensors' own packing; the fine-grained fp8 and gpt-oss's MXFP4 layouts written with torch), saved, loaded inside
 ``torch.profiler`` with ``from_pretrained(dtype=torch.bfloat16)`` and run with ``generate`` (prefill and 32 new
 tokens); the maximum "Total Allocated" of the work's window. The simulation (``simulate_peak`` with the
 checkpoint's ``quantization_config``, :mod:`estimator.peak.sim.prequant`), built from the config alone, must be
@@ -26,6 +26,7 @@ GRID: dict[str, tuple[str, ...]] = {
     "ct_w4a16": ("llama_gqa", "qwen3"),
     "ct_fp8": ("phi3",),
     "fp8_block": ("llama_gqa",),
+    "mxfp4": ("gpt_oss_swa",),
 }
 PAIRS = [(kind, case) for kind, cases in GRID.items() for case in cases]
 _SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, "hidden_size": 64,
@@ -129,3 +130,48 @@ def test_float8_row_of_an_fp8_moe_checkpoint_holds_its_experts_as_stored(tmp_pat
     assert row["method"] == "simulated" and row["peak_bytes"] > row["total_bytes"]
     assert row["components"]["weights"] == row["total_bytes"]
     assert row["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"
+
+
+def _tiny_gpt_oss_config() -> dict[str, Any]:
+    from testkit.prequant_truth import MXFP4_CASES, QUANTIZATION_CONFIGS
+
+    config = MXFP4_CASES["gpt_oss_swa"].build_on("meta").config.to_dict()  # type: ignore[union-attr]
+    return {**config, "architectures": ["GptOssForCausalLM"], "torch_dtype": "bfloat16",
+            "quantization_config": QUANTIZATION_CONFIGS["mxfp4"]}
+
+
+def test_cli_rows_of_an_mxfp4_checkpoint_on_cpu(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
+    """A local gpt-oss MXFP4 config on CPU: the bfloat16 row is the simulation the truth above checks (the experts
+    dequantized at load), and it says so."""
+    (tmp_path / "config.json").write_text(json.dumps(_tiny_gpt_oss_config()))
+    (row,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    measured = results[("truth", "gpt_oss_swa", "mxfp4")]["peak_bytes"]
+    assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
+    assert row["weights_held"] == "mxfp4 experts, dequantized to bfloat16 at load (CPU)"
+    assert any(n.startswith("pre-quantized mxfp4 checkpoint on CPU") for n in row["notes"]), row["notes"]
+
+
+def test_mxfp4_dequantized_experts_are_the_plain_experts() -> None:
+    """What the CPU simulation assumes, checked with transformers' own load op: ``Mxfp4Dequantize`` turns a stored
+    ``*_blocks`` / ``*_scales`` pair into a tensor of the shape and dtype of ``GptOssExperts``' parameter (so the
+    dequantized model is the plain one), and the values are the ones quantized (e2m1 codes and power-of-two scales
+    read back exactly)."""
+    import torch
+    from transformers.integrations.mxfp4 import Mxfp4Dequantize
+
+    from testkit.prequant_truth import FP4_VALUES, MXFP4_CASES, mxfp4_blocks
+
+    torch.manual_seed(0)
+    model = MXFP4_CASES["gpt_oss_swa"].build().to(torch.bfloat16)  # type: ignore[operator, union-attr]
+    experts = model.model.layers[0].mlp.experts  # type: ignore[union-attr]
+    for proj in ("gate_up_proj", "down_proj"):
+        weight = getattr(experts, proj).detach()
+        blocks, scales = mxfp4_blocks(weight.transpose(1, 2))
+        name = f"model.layers.0.mlp.experts.{proj}"
+        found = Mxfp4Dequantize(None).convert({f"{proj}_blocks": blocks, f"{proj}_scales": scales}, model=model,
+                                              full_layer_name=name)[name]
+        assert found.shape == weight.shape and found.dtype == weight.dtype == torch.bfloat16
+        assert found.untyped_storage().nbytes() == weight.numel() * 2
+        codes = torch.stack((blocks & 0x0F, blocks >> 4), dim=-1).flatten(-2).long()  # even element: low nibble
+        values = torch.tensor(FP4_VALUES)[codes] * torch.exp2(scales.float() - 127)[..., None]
+        assert torch.equal(found, values.flatten(-2).transpose(1, 2).to(torch.bfloat16))

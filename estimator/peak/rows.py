@@ -17,7 +17,9 @@ backward and optimizer step) on fake tensors. What this version simulates, row b
   :mod:`estimator.peak.sim.prequant`): their float rows, the float8 row of an fp8 checkpoint and the int4 / int8 row
   of a compressed-tensors one, through the checkpoint's own quantized layers; GPTQ / AWQ on CUDA (float16 /
   bfloat16 rows and the int row of their width) with the Marlin layer modelled from its source
-  (:mod:`estimator.peak.sim.prequant_marlin`); ``weights_held`` names the scheme and the kernel assumed.
+  (:mod:`estimator.peak.sim.prequant_marlin`); MXFP4 (gpt-oss) float rows, dequantized at load on CPU, on CUDA
+  with triton_kernels' ``matmul_ogs`` modelled from its source (:mod:`estimator.peak.sim.prequant_mxfp4`);
+  ``weights_held`` names the scheme and the kernel assumed.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).

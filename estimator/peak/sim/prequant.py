@@ -40,7 +40,18 @@ Schemes, and how each one runs:
   of the model (attention, norms, embeddings, ``lm_head``) runs as is in its compute dtype. On ``cpu``
   gptqmodel's torch kernels are not modelled: :func:`cpu_refusal` says so and the row's peak is null.
 
-Other methods (GPTQ / AWQ variants Marlin does not take, MXFP4, bitsandbytes stored checkpoints, torchao)
+- ``mxfp4`` (gpt-oss: the MoE experts' weights as 4-bit e2m1 values, two per uint8 in ``*_blocks``, with one
+  e8m0 uint8 exponent per 32 in ``*_scales``; attention, router, embeddings and ``lm_head`` stored in bfloat16):
+  on ``cpu`` transformers 5 dequantizes the experts to the load dtype while loading (``Mxfp4HfQuantizer``:
+  ``_process_model_before_weight_loading`` sets ``dequantize=True`` on CPU unless ``use_kernels=True``, and
+  ``validate_environment`` does where the ``kernels`` package or Triton is missing; the loader's
+  ``Mxfp4Dequantize`` op then writes ``convert_moe_packed_tensors``' output, shaped and typed as
+  ``GptOssExperts``' own parameters), so the model is the plain ``GptOssForCausalLM`` in that dtype. On ``cuda``
+  ``Mxfp4GptOssMLP`` keeps the blocks and scales as stored and calls triton_kernels' ``matmul_ogs`` (CUDA only): a
+  stand-in holds and allocates what its published source says (:mod:`estimator.peak.sim.prequant_mxfp4`, where
+  each size is cited).
+
+Other methods (GPTQ / AWQ variants Marlin does not take, bitsandbytes stored checkpoints, torchao)
 are not simulated here: :func:`scheme_of` answers None for them and the row says so.
 """
 
@@ -72,6 +83,7 @@ class Scheme(enum.Enum):
     FP8 = "fp8"
     GPTQ = "gptq"
     AWQ = "awq"
+    MXFP4 = "mxfp4"
 
 
 def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
@@ -81,6 +93,8 @@ def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
     method = str(quantization_config.get("quant_method") or "")
     if method == Scheme.FP8.value:
         return Scheme.FP8
+    if method == Scheme.MXFP4.value:
+        return Scheme.MXFP4
     if method in (Scheme.GPTQ.value, Scheme.AWQ.value):
         return _marlin_scheme(quantization_config)
     if (method == Scheme.COMPRESSED_TENSORS.value and _ct_formats(quantization_config) <= _CT_DECOMPRESSED
@@ -153,6 +167,9 @@ def held_label(quantization_config: dict[str, Any], device: str, load_dtype: str
                 f"decompressed to {load_dtype} at the first forward")
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         return f"{_marlin_words(quantization_config)} as stored; Marlin kernel (modelled from its source)"
+    if scheme is Scheme.MXFP4:
+        return (f"mxfp4 experts, dequantized to {load_dtype} at load (CPU)" if device == "cpu" else
+                "mxfp4 experts as stored; triton_kernels matmul_ogs (modelled from its source)")
     block = quantization_config.get("weight_block_size") or [128, 128]
     if device == "cpu":
         return f"fp8 blocks {block[0]}x{block[1]}, dequantized to {load_dtype} at load (CPU)"
@@ -179,6 +196,24 @@ def note(quantization_config: dict[str, Any], device: str, load_dtype: str) -> s
                 "and each call allocates gptq_marlin_gemm's output and fp32-reduce buffer "
                 "(gptqmodel_ext/marlin/gptq_marlin.cu: SMs x min(round16(m), 64) x 256 float32; a_tmp m x k with "
                 f"act order); the rest of the model runs as is in {load_dtype}")
+    if scheme is Scheme.MXFP4 and device != "cpu":
+        from estimator.peak.sim.prequant_marlin import ASSUMED_SMS
+
+        return ("pre-quantized mxfp4 checkpoint: modelled, not measured (no GPU here). transformers' Mxfp4GptOssMLP "
+                "keeps the experts' blocks and scales as stored (uint8; triton_kernels StridedLayout below compute "
+                f"capability 9: an A100, {ASSUMED_SMS} SMs, assumed; Hopper's padded layout is not modelled) and "
+                "float32 biases, and calls the Hub kernel kernels-community/gpt-oss-triton-kernels (CUDA only), so "
+                "each MoE layer allocates what its source says (huggingface/kernels-community gpt_oss_triton_kernels: "
+                "routing.py SortTokens / _compute_expt_data_internal's gate scales and indices; matmul_ogs.py "
+                "init_allocation: gate_up's output T*k x I, down's fused-scatter output (T*k + T) x H kept as the "
+                "MLP output, and the float32 split-k scratchpad where opt_flags picks split_k > 1); the rest of the "
+                f"model runs as is in {load_dtype}")
+    if scheme is Scheme.MXFP4:
+        return ("pre-quantized mxfp4 checkpoint on CPU: transformers dequantizes the MoE experts to "
+                f"{load_dtype} while loading (Mxfp4HfQuantizer sets dequantize=True on CPU without use_kernels=True, "
+                "or without the kernels package / Triton; integrations/mxfp4.py convert_moe_packed_tensors), so the "
+                f"model is the plain one, simulated in {load_dtype}; the load's own dequantization temporaries are "
+                "outside this peak")
     if device == "cpu":
         return ("pre-quantized fp8 checkpoint on CPU: transformers dequantizes it to "
                 f"{load_dtype} while loading (no GPU: FineGrainedFP8HfQuantizer sets dequantize=True); "
@@ -196,7 +231,12 @@ def quantize_on_meta(model: nn.Module, quantization_config: dict[str, Any], *, d
     scheme = scheme_of(quantization_config)
     if scheme is None:
         raise ValueError(f"not a simulated pre-quantized scheme: {quantization_config.get('quant_method')}")
-    if scheme is Scheme.FP8 and device == "cpu":
+    if scheme in (Scheme.FP8, Scheme.MXFP4) and device == "cpu":
+        return model
+    if scheme is Scheme.MXFP4:
+        from estimator.peak.sim.prequant_mxfp4 import swap_mlps
+
+        swap_mlps(model, quantization_config)
         return model
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         if device == "cpu":
