@@ -32,11 +32,10 @@ CASES = (*QUANT_CASES, *MXFP4_CASES)
 # its compressed-tensors checkpoints quantize nothing; the fp8 layout quantizes nn.Linear too.
 NOTHING_QUANTIZED = ("gpt2",)
 KNOWN = [
-    "Known gaps: mistral_swa and qwen2_swa (-3.9%) and opt (-5.7%) miss by the same bytes in all three kinds, fp8_block",
-    "included, which on CPU is the plain bfloat16 model (transformers dequantizes it at load): the missing bytes are in",
-    "the simulation of these models' generate (sliding-window / OPT attention and masks; bench/results/quant_accuracy.md",
-    "has the same models' int4 gap), not in the pre-quantized layers. mixtral_moe ct_w4a16: the real run fails",
-    "(from_pretrained raises in transformers 5.23's weight conversion of its MoE experts), so there is no truth.",
+    "mistral_swa, qwen2_swa and opt missed by -3.9% / -5.7% in all three kinds before torch 2.14's CPU flash-attention",
+    "buffers were modelled (the packed K/V and transpose buffers, estimator/peak/kernels/cpu/flash.py): the gap was in",
+    "these models' generate, not in the pre-quantized layers. mixtral_moe ct_w4a16: the real run fails (from_pretrained",
+    "raises in transformers 5.23's weight conversion of its MoE experts), so there is no truth.",
 ]
 
 
