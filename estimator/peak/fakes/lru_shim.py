@@ -27,6 +27,10 @@ __all__ = ["clear_method_lru_caches", "fresh_lru_caches"]
 _FOUND: dict[str, list[Callable[[], None]]] = {}
 
 
+# the decorator -> the code object of the wrapper it returns (made once: making one costs more than the clearing)
+_CODE: dict[int, tuple[Any, Any]] = {}
+
+
 def _wrapper_code() -> Any:
     """The code object of the wrapper ``compile_compatible_method_lru_cache`` returns, or ``None``
     where this transformers has no such decorator."""
@@ -34,7 +38,10 @@ def _wrapper_code() -> Any:
     decorator = getattr(utils, "compile_compatible_method_lru_cache", None)
     if decorator is None:
         return None
-    return getattr(decorator(maxsize=1)(lambda: None), "__code__", None)
+    known = _CODE.get(id(decorator))
+    if known is None or known[0] is not decorator:
+        known = _CODE[id(decorator)] = (decorator, getattr(decorator(maxsize=1)(lambda: None), "__code__", None))
+    return known[1]
 
 
 def _cache_clear(obj: Any, code: Any) -> Callable[[], None] | None:
