@@ -72,6 +72,20 @@ def _scan(module: Any, code: Any) -> list[Callable[[], None]]:
     return found
 
 
+# (len(sys.modules), the last module's name) -> the loaded transformers modules (one walk per import, not per step)
+_MODULES: dict[tuple[int, str | None], list[tuple[str, Any]]] = {}
+
+
+def _transformers_modules() -> list[tuple[str, Any]]:
+    key = (len(sys.modules), next(reversed(sys.modules), None))
+    found = _MODULES.get(key)
+    if found is None:
+        _MODULES.clear()
+        found = _MODULES[key] = [(name, module) for name, module in list(sys.modules.items())
+                                 if module is not None and name.startswith("transformers.")]
+    return found
+
+
 def clear_method_lru_caches() -> int:
     """Empty every ``compile_compatible_method_lru_cache`` of the loaded ``transformers`` modules;
     returns how many caches were cleared."""
@@ -79,9 +93,7 @@ def clear_method_lru_caches() -> int:
     if code is None:
         return 0
     count = 0
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith("transformers."):
-            continue
+    for name, module in _transformers_modules():
         found = _FOUND.get(name)
         if found is None:
             found = _scan(module, code)
