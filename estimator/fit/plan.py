@@ -119,8 +119,8 @@ def _seq_guess(batches: Mapping[int, int], batch_size: int, seq_len: int, needed
     ``batch_size / seq_len``. The batch point used is the largest that fits (the nearest below the capacity),
     else the smallest that does not. A guess only: the search simulates it and its neighbour, goes on from
     them where they miss, and verifies its answer (the length fits and one step more does not, both simulated);
-    on the 8B models of ``bench/fit_speed.py`` it lands on the boundary or one step above it (two simulations,
-    where the line through the row's own peak components took three)."""
+    on the 8B models of ``bench/fit_speed.py``, rounded up to a step, it lands on the boundary or one step above
+    it (two simulations, where the line through the row's own peak components took three)."""
     others = {b: n for b, n in batches.items() if b != batch_size}
     fitting = [b for b, n in others.items() if n <= capacity]
     if not others:
@@ -136,7 +136,9 @@ def _longest(total: Callable[[int], tuple[int, int]], capacity: int, limit: int,
              at_shape: tuple[int, int], guess: int | None = None, below: bool = False) -> tuple[int | None, dict[str, Any]]:
     """The longest sequence that fits, in steps of :data:`SEQ_STEP` tokens (the last step ends at ``limit``);
     below one step, in single tokens. The answer and the step above it are both simulated; ``guess`` (tokens),
-    where the search starts (``below``: a guess that does not fit has the step below it simulated too)."""
+    where the search starts (``below``: a guess rounded up to a step, which where it does not fit has the step
+    below it simulated too: a guess one step high costs no more than one on the boundary, and one step low would
+    send the search on past both)."""
     step = SEQ_STEP if limit >= SEQ_STEP else 1
 
     def length(n: int) -> int:
@@ -145,7 +147,7 @@ def _longest(total: Callable[[int], tuple[int, int]], capacity: int, limit: int,
     top = -(-limit // step)  # the last step: length(top) == limit
     known = {top: at_shape} if seq_len == limit else {seq_len // step: at_shape} if seq_len % step == 0 else {}
     found = largest_fitting(lambda n: total(length(n)), capacity, limit=top, known=known,
-                            guess=None if guess is None else max(1, guess // step), below=below)
+                            guess=None if guess is None else max(1, -(-guess // step) if below else guess // step), below=below)
     if found.value is None and step > 1:  # not even one step: single tokens below it
         small = largest_fitting(total, capacity, limit=step - 1, known={seq_len: at_shape} if seq_len < step else {},
                                 guess=guess)
