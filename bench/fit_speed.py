@@ -88,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             line = (f"| {label} | {gpu} | {plain:.1f} | {chosen:.1f} | {cpu:.1f} | {chosen / plain:.1f} | {_simulations(row)} | {how} "
                     f"| {fit['max_batch_size']} | {fit['max_seq_len']} | {row.peak_bytes:,} | {before} / {_load()} |")
             if args.unguided:
-                guess = plan._guess
-                plan._guess = lambda *a, **k: None  # type: ignore[assignment]  # the search without its guess
+                guess, seq_guess = plan._guess, plan._seq_guess
+                plan._guess = plan._seq_guess = lambda *a, **k: None  # type: ignore[assignment]  # the search without its guesses
                 try:
                     old, old_row = _timed(model, mode=mode, seq_len=seq_len, gpu=gpu, **extra)
                 finally:
-                    plan._guess = guess  # type: ignore[assignment]
+                    plan._guess, plan._seq_guess = guess, seq_guess  # type: ignore[assignment]
                 same = (old_row.peak_bytes, old_row.fit["max_batch_size"], old_row.fit["max_seq_len"], old_row.fit["needed_bytes"])
                 assert same == (row.peak_bytes, fit["max_batch_size"], fit["max_seq_len"], fit["needed_bytes"]), (same, fit)
                 line += f" {old:.1f} | {_simulations(old_row)} |"

@@ -18,7 +18,7 @@ from estimator import estimate
 from estimator.errors import BadOptionError
 from estimator.fit import runtime
 from estimator.fit.gpus import GPUS, custom_gpu, find_gpu, parse_memory
-from estimator.fit.plan import SEQ_STEP
+from estimator.fit.plan import SEQ_STEP, _seq_guess
 from estimator.fit.solver import largest_fitting
 
 MiB = 1024**2
@@ -111,6 +111,24 @@ def test_any_guess_gives_the_exhaustive_scan_s_boundary() -> None:
         for guess in (scan or 1, (scan or 1) + 1, rng.randint(1, 3 * limit)):
             found = largest_fitting(needed, capacity, limit=limit, known=known, guess=guess)
             assert found.value == scan, (a, b, c, step, capacity, limit, guess)
+
+
+def test_the_sequence_guess_from_the_batch_search_where_the_need_grows_as_batch_times_length() -> None:
+    """Where what grows is a row per token of every sequence (bytes a + k b s), the batch search's points give the
+    longest sequence exactly, from a larger or a smaller batch; none, or a need that does not grow, give no guess."""
+    rng = random.Random(5)
+    for _ in range(200):
+        a, k, b0, s0 = rng.randint(10**8, 10**10), rng.randint(10**3, 10**6), rng.randint(1, 8), rng.choice([128, 512, 8192])
+        longest = rng.randint(1, 10**5)
+        capacity = a + k * b0 * longest
+
+        def need(b: int, s: int, a: int = a, k: int = k) -> int:
+            return a + k * b * s
+
+        for b1 in {max(1, b0 - 1), b0 + 1, b0 + 3} - {b0}:
+            assert _seq_guess({b0: need(b0, s0), b1: need(b1, s0)}, b0, s0, need(b0, s0), capacity) == longest
+    assert _seq_guess({2: 10**9}, 2, 512, 10**9, 2 * 10**9) is None  # the batch search simulated nothing else
+    assert _seq_guess({2: 10**9, 3: 10**9}, 2, 512, 10**9, 2 * 10**9) is None  # nothing grows with the batch
 
 
 def _needed(folder: Path, mode: str, gpu_memory: str, **shape: int) -> int:

@@ -15,6 +15,9 @@ program, so the guess and its neighbour, both simulated, usually bracket the bou
 simulations per knob where a blind start took three to six. Where the guess misses (the allocator's
 segments, eager attention's quadratic term, a peak that moves to another phase) the search goes on
 from the values simulated, to a boundary verified the same way (:mod:`estimator.fit.solver`).
+The sequence's guess is better taken from the batch search's simulations, which measured how the whole need
+(allocator and runtime overhead included) grows with the tokens of a step (:func:`_seq_guess`): that guess and,
+when it misses, the step below it are simulated first.
 """
 
 from __future__ import annotations
@@ -62,11 +65,15 @@ def with_fit(
             fit["warning"] = f"the {gpu.name} has no native bfloat16 (compute capability {gpu.compute_capability}): use float16"
         simulate = (simulators or {}).get(str(row.dtype))
         if mode != "load" and needed is not None and simulate is not None and row.method == "simulated":
-            def total(b: int, s: int, simulate: Simulate = simulate) -> tuple[int, int]:
+            batches: dict[int, int] = {}  # batch size -> bytes needed at seq_len (the batch search's simulations)
+
+            def total(b: int, s: int, simulate: Simulate = simulate, batches: dict[int, int] = batches) -> tuple[int, int]:
                 """Bytes needed, and the peak of live bytes alone (smooth in b and s; the solver predicts with it)."""
                 again = simulate(b, s)
                 found = needed_bytes(again, mode, gpu)
                 assert found is not None and again.peak_bytes is not None
+                if s == seq_len:
+                    batches[b] = found
                 return found, again.peak_bytes
 
             at_shape = (needed, row.peak_bytes or 0)
@@ -75,9 +82,12 @@ def with_fit(
                                     guess=_guess(row.peak_bytes, row.components, batch_size, target, _FIXED_IN_BATCH))
             fit.update(max_batch_size=batch.value, batch_boundary=_boundary(batch))
             if vary_seq:
+                by_batch = _seq_guess(batches, batch_size, seq_len, needed, gpu.total_bytes)
                 longest, seq_boundary = _longest(lambda s: total(batch_size, s), gpu.total_bytes, seq_limit or MAX_SEQ,
                                                  seq_len, at_shape,
-                                                 _guess(row.peak_bytes, row.components, seq_len, target, _FIXED_IN_SEQ))
+                                                 by_batch if by_batch is not None else
+                                                 _guess(row.peak_bytes, row.components, seq_len, target, _FIXED_IN_SEQ),
+                                                 below=by_batch is not None)
                 fit.update(max_seq_len=longest, seq_boundary=seq_boundary)
         overhead = runtime_overhead(row, mode, gpu)
         out.append(replace(row, fit=fit, runtime_overhead=overhead, notes=(*row.notes, unverified_note(overhead))))
@@ -98,11 +108,37 @@ def _guess(peak: int | None, components: Mapping[str, int] | None, at: int, targ
     return max(1, at * (target - (peak - moving)) // moving)
 
 
+def _seq_guess(batches: Mapping[int, int], batch_size: int, seq_len: int, needed: int, capacity: int) -> int | None:
+    """Where the bytes needed would reach ``capacity`` along the sequence, from the batch search's simulations
+    at ``seq_len`` (``batches``: batch size -> bytes needed; ``needed`` at ``batch_size``), or ``None`` without one.
+
+    What grows with the batch size at one length is, in a decoder's step, what holds a row per token of every
+    sequence (activations, the KV cache, the logits kept for the loss; the allocator's blocks for them): its
+    bytes grow as batch x length. So the slope in the length at ``batch_size`` is taken as the measured slope
+    in the batch size (whole bytes needed, the allocator's and runtime's overhead included), times
+    ``batch_size / seq_len``. The batch point used is the largest that fits (the nearest below the capacity),
+    else the smallest that does not. A guess only: the search simulates it and its neighbour, goes on from
+    them where they miss, and verifies its answer (the length fits and one step more does not, both simulated);
+    on the 8B models of ``bench/fit_speed.py``, rounded up to a step, it lands on the boundary or one step above
+    it (two simulations, where the line through the row's own peak components took three)."""
+    others = {b: n for b, n in batches.items() if b != batch_size}
+    fitting = [b for b, n in others.items() if n <= capacity]
+    if not others:
+        return None
+    b1 = max(fitting) if fitting else min(others)
+    grown = (others[b1] - needed) * batch_size  # bytes per (b1 - batch_size) x seq_len more tokens, at batch_size
+    if grown == 0 or (grown > 0) != (b1 > batch_size):
+        return None
+    return max(1, seq_len + (capacity - needed) * seq_len * (b1 - batch_size) // grown)
+
+
 def _longest(total: Callable[[int], tuple[int, int]], capacity: int, limit: int, seq_len: int,
-             at_shape: tuple[int, int], guess: int | None = None) -> tuple[int | None, dict[str, Any]]:
+             at_shape: tuple[int, int], guess: int | None = None, below: bool = False) -> tuple[int | None, dict[str, Any]]:
     """The longest sequence that fits, in steps of :data:`SEQ_STEP` tokens (the last step ends at ``limit``);
     below one step, in single tokens. The answer and the step above it are both simulated; ``guess`` (tokens),
-    where the search starts."""
+    where the search starts (``below``: a guess rounded up to a step, which where it does not fit has the step
+    below it simulated too: a guess one step high costs no more than one on the boundary, and one step low would
+    send the search on past both)."""
     step = SEQ_STEP if limit >= SEQ_STEP else 1
 
     def length(n: int) -> int:
@@ -111,7 +147,7 @@ def _longest(total: Callable[[int], tuple[int, int]], capacity: int, limit: int,
     top = -(-limit // step)  # the last step: length(top) == limit
     known = {top: at_shape} if seq_len == limit else {seq_len // step: at_shape} if seq_len % step == 0 else {}
     found = largest_fitting(lambda n: total(length(n)), capacity, limit=top, known=known,
-                            guess=None if guess is None else max(1, guess // step))
+                            guess=None if guess is None else max(1, -(-guess // step) if below else guess // step), below=below)
     if found.value is None and step > 1:  # not even one step: single tokens below it
         small = largest_fitting(total, capacity, limit=step - 1, known={seq_len: at_shape} if seq_len < step else {},
                                 guess=guess)

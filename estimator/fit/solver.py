@@ -50,7 +50,7 @@ class Boundary:
 def largest_fitting(
     needed: Callable[[int], int | tuple[int, int]], capacity: int, *, limit: int,
     known: Mapping[int, int | tuple[int, int]] | None = None, minimum: int = 1, max_evaluations: int = 40,
-    guess: int | None = None,
+    guess: int | None = None, below: bool = False,
 ) -> Boundary:
     """The largest ``x`` in ``[minimum, limit]`` with ``needed(x) <= capacity``.
 
@@ -58,8 +58,8 @@ def largest_fitting(
     part that is polynomial in ``x`` (the peak of live bytes, without the allocator's segment
     steps): predictions then fit ``smooth`` and aim at the capacity less the largest difference
     seen, so an affine or quadratic peak is predicted in one step. ``known`` holds values already
-    computed; ``guess``, where the boundary is expected (the guess and its neighbour on the other side
-    are simulated first). Raises ``RuntimeError`` if the bracket does not close within ``max_evaluations``.
+    computed; ``guess``, where the boundary is expected (the guess and, when it fits or ``below`` is
+    set, its neighbour on the other side are simulated first). Raises ``RuntimeError`` if the bracket does not close within ``max_evaluations``.
     """
     seen: dict[int, int] = {}
     smooth: dict[int, int] = {}
@@ -103,7 +103,8 @@ def largest_fitting(
 
     if guess is not None and lo < limit and (hi is None or hi > lo + 1):
         # a guess that does not fit: the line through it and lo predicts better than its neighbour would
-        bracket(min(max(guess, lo + 1), limit if hi is None else hi - 1), below=False)
+        # (unless ``below``: a guess expected at the boundary or one above it)
+        bracket(min(max(guess, lo + 1), limit if hi is None else hi - 1), below=below)
     if hi is None and len(seen) < 2 and lo < limit:
         x = min(limit, 2 * lo)
         if at(x) <= capacity:

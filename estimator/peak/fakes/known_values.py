@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import SUPPORTED_NODES, is_namedtuple_instance, tree_flatten, tree_map, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["KnownValues", "know", "known_fakes"]
@@ -126,9 +126,9 @@ class KnownValues(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
-        flat, spec = tree_flatten((args, kwargs))
-        tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        tensors = _tensor_args(args, kwargs)
         known = all(known_value(t) is not None for t in tensors)
+        flat, spec = tree_flatten((args, kwargs)) if known else ([], None)  # only the real values' ops read them
         if func is _aten._local_scalar_dense.default and known:
             return _real(func, flat, spec)
         if known and func in _DATA_SHAPED:
@@ -156,9 +156,9 @@ class KnownValues(TorchDispatchMode):
         # floats are followed from known floats (the pixels a model asks about), and where a few thousand
         # are computed from known integers (Qwen2-VL's vision positions go through a float product); never
         # from a factory (an optimizer's step count starts as one and must stay a fake)
-        floats = any(_is_fake(t) and t.dtype.is_floating_point for t in tensors) or (
+        floats = known and (any(_is_fake(t) and t.dtype.is_floating_point for t in tensors) or (
             any(_is_fake(t) for t in tensors) and _tiny(out)) or (
-            func is _aten._to_copy.default and _is_fake(args[0]))  # known integers cast (Gemma 4's pooling weights)
+            func is _aten._to_copy.default and _is_fake(args[0])))  # known integers cast (Gemma 4's pooling weights)
         if known and _all_small(out, floats):
             _pair(out, _real(func, flat, spec), floats)
         elif func in _FILLED and _tiny(out) and _is_fake(out):
@@ -224,6 +224,31 @@ _DATA_SHAPED = frozenset({
     _aten.repeat_interleave.self_Tensor, _aten.unique_consecutive.default, _aten._unique2.default,
     _aten.unique_dim.default,
 })
+
+
+def _tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors among an op's arguments: ``tree_flatten``'s tensor leaves, without building its spec (an op's
+    arguments are tensors, lists and tuples of them, and plain values); any other pytree container: ``tree_flatten``."""
+    found: list[torch.Tensor] = []
+    if _walk(args, found) and _walk(kwargs.values(), found):
+        return found
+    return [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+
+
+def _walk(values: Any, found: list[torch.Tensor]) -> bool:
+    """Append the tensors in ``values`` (lists, tuples and dicts within) to ``found``; False at another container."""
+    for x in values:
+        if isinstance(x, torch.Tensor):
+            found.append(x)
+        elif type(x) is list or type(x) is tuple:
+            if not _walk(x, found):
+                return False
+        elif type(x) is dict:
+            if not _walk(x.values(), found):
+                return False
+        elif type(x) is not torch.Size and (type(x) in SUPPORTED_NODES or is_namedtuple_instance(x)):
+            return False
+    return True
 
 
 def _reals(flat: list[Any]) -> list[Any]:

@@ -27,6 +27,10 @@ __all__ = ["clear_method_lru_caches", "fresh_lru_caches"]
 _FOUND: dict[str, list[Callable[[], None]]] = {}
 
 
+# the decorator -> the code object of the wrapper it returns (made once: making one costs more than the clearing)
+_CODE: dict[int, tuple[Any, Any]] = {}
+
+
 def _wrapper_code() -> Any:
     """The code object of the wrapper ``compile_compatible_method_lru_cache`` returns, or ``None``
     where this transformers has no such decorator."""
@@ -34,7 +38,10 @@ def _wrapper_code() -> Any:
     decorator = getattr(utils, "compile_compatible_method_lru_cache", None)
     if decorator is None:
         return None
-    return getattr(decorator(maxsize=1)(lambda: None), "__code__", None)
+    known = _CODE.get(id(decorator))
+    if known is None or known[0] is not decorator:
+        known = _CODE[id(decorator)] = (decorator, getattr(decorator(maxsize=1)(lambda: None), "__code__", None))
+    return known[1]
 
 
 def _cache_clear(obj: Any, code: Any) -> Callable[[], None] | None:
@@ -65,6 +72,20 @@ def _scan(module: Any, code: Any) -> list[Callable[[], None]]:
     return found
 
 
+# (len(sys.modules), the last module's name) -> the loaded transformers modules (one walk per import, not per step)
+_MODULES: dict[tuple[int, str | None], list[tuple[str, Any]]] = {}
+
+
+def _transformers_modules() -> list[tuple[str, Any]]:
+    key = (len(sys.modules), next(reversed(sys.modules), None))
+    found = _MODULES.get(key)
+    if found is None:
+        _MODULES.clear()
+        found = _MODULES[key] = [(name, module) for name, module in list(sys.modules.items())
+                                 if module is not None and name.startswith("transformers.")]
+    return found
+
+
 def clear_method_lru_caches() -> int:
     """Empty every ``compile_compatible_method_lru_cache`` of the loaded ``transformers`` modules;
     returns how many caches were cleared."""
@@ -72,9 +93,7 @@ def clear_method_lru_caches() -> int:
     if code is None:
         return 0
     count = 0
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith("transformers."):
-            continue
+    for name, module in _transformers_modules():
         found = _FOUND.get(name)
         if found is None:
             found = _scan(module, code)

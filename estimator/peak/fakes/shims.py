@@ -160,7 +160,7 @@ def _recurrent_masks(masking: Any) -> Callable[[], None]:
                 return None
         return original(config, inputs_embeds, attention_mask, *a, **k)
 
-    holders = [m for m in list(sys.modules.values()) if getattr(m, "create_recurrent_attention_mask", None) is original]
+    holders = _holders(original)
     for module in holders:
         setattr(module, "create_recurrent_attention_mask", answer)  # noqa: B010 - the name is the point
     # the layer-type table (create_masks_for_generate, MTP layers): its entries, and those of its "hybrid" entries
@@ -176,6 +176,22 @@ def _recurrent_masks(masking: Any) -> Callable[[], None]:
         for table, key in entries:
             table[key] = original
     return undo
+
+
+# (the function, len(sys.modules), the last module's name) -> the modules holding it (a scan of every module's
+# attributes, some of them lazy, costs more than a simulated step's mask; redone when a module was imported)
+_HOLDERS: dict[tuple[int, int, str | None], tuple[Any, list[Any]]] = {}
+
+
+def _holders(original: Any) -> list[Any]:
+    """The loaded modules whose ``create_recurrent_attention_mask`` is ``original``."""
+    key = (id(original), len(sys.modules), next(reversed(sys.modules), None))
+    known = _HOLDERS.get(key)
+    if known is None or known[0] is not original:
+        _HOLDERS.clear()
+        known = _HOLDERS[key] = (original, [m for m in list(sys.modules.values())
+                                            if getattr(m, "create_recurrent_attention_mask", None) is original])
+    return known[1]
 
 
 @contextlib.contextmanager
