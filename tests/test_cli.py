@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.cli_each import run_each
+
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False,
@@ -21,26 +23,6 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     environment = dict(os.environ, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")  # no network at all
     environment.update(env or {})
     return subprocess.run([sys.executable, "-m", "estimator", *args], capture_output=True, text=True, cwd=ROOT, env=environment, timeout=300)
-
-
-# One process, the CLI's main() on each argv in turn, each one's stdout, stderr and status kept apart: for answers
-# that do not depend on a fresh process (the formats of one request), so the imports are paid once.
-_EACH = ("import contextlib, io, json, sys\nfrom estimator.cli import main\nanswers = []\n"
-         "for argv in json.loads(sys.argv[1]):\n"
-         "    out, err = io.StringIO(), io.StringIO()\n"
-         "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
-         "        status = main(argv)\n"
-         "    answers.append([status, out.getvalue(), err.getvalue()])\n"
-         "print(json.dumps(answers))\n")
-
-
-def run_each(*argvs: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
-    environment = dict(os.environ, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")  # no network at all
-    done = subprocess.run([sys.executable, "-c", _EACH, json.dumps(argvs)], capture_output=True, text=True, cwd=ROOT,
-                          env=environment, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return [subprocess.CompletedProcess(list(argv), status, out, err)
-            for argv, (status, out, err) in zip(argvs, json.loads(done.stdout.splitlines()[-1]), strict=True)]
 
 
 def write(folder: Path, config: object, name: str = "config.json") -> str:
@@ -66,8 +48,9 @@ def test_local_folder_json_with_no_network(tmp_path: Path) -> None:
 
 def test_table_csv_markdown(tmp_path: Path) -> None:
     folder = write(tmp_path / "m", LLAMA)
+    environment = dict(os.environ, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")  # no network at all
     table, csv, markdown = run_each((folder, "--dtypes", "float32"), (folder, "--format", "csv", "--dtypes", "float32"),
-                                    (folder, "--format", "markdown", "--dtypes", "float32"))
+                                    (folder, "--format", "markdown", "--dtypes", "float32"), env=environment)
     assert table.returncode == 0 and "Largest Layer" in table.stdout and "Total Size" in table.stdout and "MiB" in table.stdout
     assert "besides activations" in table.stdout
     assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("dtype,largest_layer_bytes,total_bytes,training_adam_bytes")
