@@ -11,12 +11,14 @@ tests/test_peak_accuracy.py and all of them by ``python -m bench.peak_accuracy``
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from testkit.cli_each import run_each
 from testkit.hub_process import REPO_ROOT
 
 SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256}
@@ -48,12 +50,14 @@ def test_cli_peak_within_2_percent_of_the_allocator(case: str, mode: str, tmp_pa
 
 def test_unsimulated_rows_say_why(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(CASES["llama_gqa"][0]))
-    result = run("-m", "estimator", str(tmp_path), "--mode", "training", "--dtypes", "bfloat16", "int4", "--format", "json")
+    folder = str(tmp_path)
+    result, sgd = run_each((folder, "--mode", "training", "--dtypes", "bfloat16", "int4", "--format", "json"),
+                           (folder, "--mode", "training", "--optimizer", "sgd", "--dtypes", "float32", "--format", "json"),
+                           env=os.environ)
     assert result.returncode == 0, result.stderr
     bf16, int4 = json.loads(result.stdout)["rows"]
     assert bf16["peak_bytes"] and bf16["method"] == "simulated" and any("torch.autocast(bfloat16)" in n for n in bf16["notes"])
     assert int4["peak_bytes"] is None and any("simulates QLoRA" in n for n in int4["notes"])
-    sgd = run("-m", "estimator", str(tmp_path), "--mode", "training", "--optimizer", "sgd", "--dtypes", "float32", "--format", "json")
     assert sgd.returncode == 0 and "torch.optim.SGD" in sgd.stdout
 
 
@@ -82,11 +86,12 @@ def test_lora_without_default_targets_asks_for_them(tmp_path: Path) -> None:
     vit = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": 64, "intermediate_size": 128,
            "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 64, "patch_size": 8}
     (tmp_path / "config.json").write_text(json.dumps(vit))
-    refused = run("-m", "estimator", str(tmp_path), "--mode", "training", "--dtypes", "float32", "--lora-rank", "8")
+    folder = str(tmp_path)
+    refused, named = run_each((folder, "--mode", "training", "--dtypes", "float32", "--lora-rank", "8"),
+                              (folder, "--mode", "training", "--dtypes", "float32", "--lora-rank", "8",
+                               "--lora-targets", "q_proj,v_proj", "--format", "json"), env=os.environ)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     line = refused.stderr.strip()
     assert "--lora-targets" in line and "q_proj" in line and "fc1" in line, line
-    named = run("-m", "estimator", str(tmp_path), "--mode", "training", "--dtypes", "float32", "--lora-rank", "8",
-                "--lora-targets", "q_proj,v_proj", "--format", "json")
     assert named.returncode == 0, named.stderr
     assert any("LoRA r=8 on q_proj, v_proj" in n for n in json.loads(named.stdout)["rows"][0]["notes"])
