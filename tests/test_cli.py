@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.cli_each import run_each
+
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False,
@@ -46,13 +48,13 @@ def test_local_folder_json_with_no_network(tmp_path: Path) -> None:
 
 def test_table_csv_markdown(tmp_path: Path) -> None:
     folder = write(tmp_path / "m", LLAMA)
-    table = run(folder, "--dtypes", "float32")
+    environment = dict(os.environ, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")  # no network at all
+    table, csv, markdown = run_each((folder, "--dtypes", "float32"), (folder, "--format", "csv", "--dtypes", "float32"),
+                                    (folder, "--format", "markdown", "--dtypes", "float32"), env=environment)
     assert table.returncode == 0 and "Largest Layer" in table.stdout and "Total Size" in table.stdout and "MiB" in table.stdout
     assert "besides activations" in table.stdout
-    csv = run(folder, "--format", "csv", "--dtypes", "float32")
-    assert csv.stdout.splitlines()[0].startswith("dtype,largest_layer_bytes,total_bytes,training_adam_bytes")
-    markdown = run(folder, "--format", "markdown", "--dtypes", "float32")
-    assert "| dtype |" in markdown.stdout and "|---|" in markdown.stdout
+    assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("dtype,largest_layer_bytes,total_bytes,training_adam_bytes")
+    assert markdown.returncode == 0 and "| dtype |" in markdown.stdout and "|---|" in markdown.stdout
 
 
 @pytest.mark.parametrize(

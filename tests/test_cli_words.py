@@ -13,16 +13,21 @@ import pytest
 
 from estimator.errors import BadOptionError
 from estimator.options import DType, parse_bnb_compute_dtype, parse_dtypes
+from testkit.cli_each import run_each
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "TRANSFORMERS_VERBOSITY")}
     env.update(HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")  # no network at all
-    return subprocess.run([sys.executable, "-m", "estimator", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    return env
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "estimator", *args], capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +56,8 @@ def test_short_names_keep_order_and_drop_repeats_and_an_unknown_one_lists_them()
 
 
 def test_json_is_format_json_and_aliases_name_rows_by_their_dtype(tiny: str) -> None:
-    short = run(tiny, "--dtypes", "bf16", "fp32,4bit", "--json")
-    long = run(tiny, "--dtypes", "bfloat16", "float32,int4", "--format", "json")
+    short, long = run_each((tiny, "--dtypes", "bf16", "fp32,4bit", "--json"),
+                           (tiny, "--dtypes", "bfloat16", "float32,int4", "--format", "json"), env=_env())
     assert short.returncode == 0 and long.returncode == 0, short.stderr + long.stderr
     assert short.stdout == long.stdout
     assert [row["dtype"] for row in json.loads(short.stdout)["rows"]] == ["bfloat16", "float32", "int4"]

@@ -2,7 +2,7 @@
 ``aten.convolution_backward`` is run for real in a fresh process under ``torch.profiler``'s memory
 events; the bytes it holds above its outputs at its high point must equal (within 2%) the rule's bytes
 plus the channel-padded weight that ``workspace._conv_backward`` already gives every channels-last
-backward. The rule is evaluated in the same process (same ISA, same thread count)."""
+backward. The rule is evaluated in the same process (same ISA, same thread count); the shapes share that one process."""
 
 from __future__ import annotations
 
@@ -27,22 +27,25 @@ from estimator.peak.kernels.cpu.depthwise import depthwise_backward_scratch
 from estimator.peak.kernels.cpu.workspace import block_size
 from testkit.truth import trace_events
 
-dtype, c, hw, batch, k, threads = sys.argv[1:]
-dt, c, hw, batch, k, threads = getattr(torch, dtype), int(c), int(hw), int(batch), int(k), int(threads)
-torch.set_num_threads(threads)
-x = torch.randn(batch, c, hw, hw, dtype=dt).to(memory_format=torch.channels_last)
-w = torch.randn(c, 1, k, k, dtype=dt).to(memory_format=torch.channels_last)
-y = torch.ops.aten.convolution.default(x, w, None, [1, 1], [k // 2, k // 2], [1, 1], False, [0, 0], c)
-args = (torch.randn_like(y), x, w, [c], [1, 1], [k // 2, k // 2], [1, 1], False, [0, 0], c, [True, True, True])
-torch.ops.aten.convolution_backward.default(*args)  # warm-up: oneDNN's primitive cache
-with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-    outs = torch.ops.aten.convolution_backward.default(*args)
-events = sorted((e for e in trace_events(prof) if e.get("name") == "[memory]"), key=lambda e: e["ts"])
-start = events[0]["args"]["Total Allocated"] - events[0]["args"]["Bytes"]
-peak = max(e["args"]["Total Allocated"] for e in events) - start
-outputs = sum(o.numel() * o.element_size() for o in outs if o is not None)
-padded_weight = -(-c // block_size()) * block_size() * k * k * x.element_size()
-print(json.dumps({"measured": peak - outputs, "model": depthwise_backward_scratch(args, outs) + padded_weight}))
+def measure(dtype, c, hw, batch, k, threads):
+    dt = getattr(torch, dtype)
+    torch.set_num_threads(threads)
+    x = torch.randn(batch, c, hw, hw, dtype=dt).to(memory_format=torch.channels_last)
+    w = torch.randn(c, 1, k, k, dtype=dt).to(memory_format=torch.channels_last)
+    y = torch.ops.aten.convolution.default(x, w, None, [1, 1], [k // 2, k // 2], [1, 1], False, [0, 0], c)
+    args = (torch.randn_like(y), x, w, [c], [1, 1], [k // 2, k // 2], [1, 1], False, [0, 0], c, [True, True, True])
+    torch.ops.aten.convolution_backward.default(*args)  # warm-up: oneDNN's primitive cache
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        outs = torch.ops.aten.convolution_backward.default(*args)
+    events = sorted((e for e in trace_events(prof) if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    start = events[0]["args"]["Total Allocated"] - events[0]["args"]["Bytes"]
+    peak = max(e["args"]["Total Allocated"] for e in events) - start
+    outputs = sum(o.numel() * o.element_size() for o in outs if o is not None)
+    padded_weight = -(-c // block_size()) * block_size() * k * k * x.element_size()
+    return {"measured": peak - outputs, "model": depthwise_backward_scratch(args, outs) + padded_weight}
+
+
+print(json.dumps([measure(*shape) for shape in json.loads(sys.argv[1])]))
 """
 
 # (dtype, channels, spatial, batch, kernel): ConvNeXt-atto's depthwise 7x7 layers at 64 px, a 5x5
@@ -61,8 +64,22 @@ def _onednn_bf16() -> bool:
     return block_size() == 16 and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
+@pytest.fixture(scope="module")
+def measurements() -> dict[tuple[str, int, int, int, int], dict[str, int]]:
+    """Every measured shape in one fresh process (imports paid once): each shape has its own warm-up and its own
+    profile, and its bytes are counted from that profile's first event, so one shape's run does not touch another's."""
+    threads = min(2, torch.get_num_threads())
+    shapes = [shape for shape in SHAPES if shape[0] == "float32" or _onednn_bf16()]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, json.dumps([[*shape, threads] for shape in shapes])],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return dict(zip(shapes, json.loads(proc.stdout.strip().splitlines()[-1]), strict=True))
+
+
 @pytest.mark.parametrize(("dtype", "channels", "spatial", "batch", "kernel"), SHAPES)
-def test_rule_matches_the_allocator(dtype: str, channels: int, spatial: int, batch: int, kernel: int) -> None:
+def test_rule_matches_the_allocator(measurements: dict[tuple[str, int, int, int, int], dict[str, int]], dtype: str,
+                                    channels: int, spatial: int, batch: int, kernel: int) -> None:
     assert torch.backends.mkldnn.is_available()  # every x86-64 build of torch has oneDNN
     if dtype == "bfloat16" and not _onednn_bf16():
         # bfloat16 convolutions run in PyTorch's own kernels here: the rule must not claim a oneDNN buffer.
@@ -74,13 +91,7 @@ def test_rule_matches_the_allocator(dtype: str, channels: int, spatial: int, bat
         args = (g, x, w, [channels], [1, 1], [kernel // 2] * 2, [1, 1], False, [0, 0], channels, [True, True, True])
         assert depthwise_backward_scratch(args, (x, w, None)) == 0
         return
-    threads = min(2, torch.get_num_threads())
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [dtype, channels, spatial, batch, kernel, threads]
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, *map(str, argv)], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = measurements[(dtype, channels, spatial, batch, kernel)]
     measured, model = result["measured"], result["model"]
     assert measured > 100_000  # the rule's buffer is there at all
     assert abs(model - measured) <= 0.02 * measured, (model, measured)
