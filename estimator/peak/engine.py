@@ -179,7 +179,7 @@ def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, 
     found = extrapolated(model, lambda m: run_simulation(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
                                                            observe), allocator=replayed,
                          # the cost counter follows three samples: a proof is made there, not used
-                         periodicity=None if observe is not None and periodicity is not None and periodicity.proof is not None
+                         periodicity=None if observe is not None and periodicity is not None and periodicity.proofs
                          else periodicity) \
         if extrapolate_layers else None
     if found is not None:

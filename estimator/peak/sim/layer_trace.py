@@ -332,14 +332,15 @@ class Proof:
 
 
 class Periodicity:
-    """A holder for one question's :class:`Proof`: the first simulation given it (three samples) fills it, and
-    later simulations of the same model, step and device at other batch sizes and lengths (the fit search's) run
-    two samples only where those two are written by the same pieces and rules (:func:`whole_trace_from`); the
-    caller keeps one holder per model, dtype, mode, recipe and device (a mutable holder, not a value: it is
-    filled once, by the first simulation)."""
+    """A holder for one question's :class:`Proof` s: each simulation given it that ran three samples adds theirs,
+    and later simulations of the same model, step and device at other batch sizes and lengths (the fit search's)
+    run two samples only where those two are written by one of them (:func:`whole_trace_from`); the caller keeps
+    one holder per model, dtype, mode, recipe and device (a mutable holder, not a value: the simulations fill it).
+    Several, because a shape can change the program (Llama-3.1-8B LoRA: batch 2 allocates two events more than
+    batch 1, once): the search's later shapes are then written by the proof of an earlier one."""
 
     def __init__(self) -> None:
-        self.proof: Proof | None = None
+        self.proofs: list[Proof] = []
 
 
 def _written(pieces: list[_Piece], top: list[int], top_layers: int, rules: dict[tuple[int, int], list[Rule]],

@@ -99,7 +99,7 @@ def extrapolate(
     faster (activations vs optimizer temporaries) still wins at ``n_layers``. ``sizes``: the three
     consecutive layer counts simulated (FSDP uses 3, 4, 5: with 2 blocks its peak sits elsewhere).
     """
-    if allocator and periodicity is not None and periodicity.proof is not None:
+    if allocator and periodicity is not None and periodicity.proofs:
         two = [simulate(with_layers(model, k)) for k in sizes[1:]]
         found = _from_two(two, sizes, n_layers, periodicity)
         if found is not None:
@@ -133,8 +133,8 @@ def extrapolate(
     if proof is None:
         logger.info("the layer samples' allocations are not periodic: full simulation")
         return None
-    if periodicity is not None and periodicity.proof is None:
-        periodicity.proof = proof
+    if periodicity is not None and proof not in periodicity.proofs:
+        periodicity.proofs.append(proof)
     whole = written_from(proof, traces[-1], n_layers)
     if whole is None:
         return None
@@ -157,18 +157,19 @@ def _live_peak(events: list[tuple[int, int]]) -> int:
 
 def _from_two(samples: list[Any], sizes: tuple[int, int, int], n_layers: int, periodicity: Periodicity,
               ) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], AllocatorPeaks | None, tuple[int, ...]] | None:
-    """The two upper samples' answer where ``periodicity``'s proof (three samples of another shape of the same
+    """The two upper samples' answer where one of ``periodicity``'s proofs (three samples of another shape of the same
     model and step) writes both exactly (:func:`~estimator.peak.sim.layer_trace.whole_trace_from`), else ``None``
     (the caller runs the third). Without the third sample the phases' linearity is not seen: the step's peak is
     instead checked against the written whole trace's own (each sample's peak must be its trace's most live
     bytes, and the extrapolated peak the whole trace's), so ``peak_bytes`` and the allocator's figures are the
     whole model's; the components are extrapolated from the two samples (the fit search reads the peak and the
     allocator's figures only)."""
-    assert periodicity.proof is not None
     traces: list[list[tuple[int, int]]] = [s[3] for s in samples if len(s) > 3 and s[3] is not None]
     if len(traces) != len(samples) or any(set(s[0]) != set(samples[0][0]) for s in samples):
         return None
-    whole = whole_trace_from(periodicity.proof, traces, sizes[1:], n_layers)
+    # the latest proof first: the search's shapes move away from the row's
+    whole = next((w for w in (whole_trace_from(p, traces, sizes[1:], n_layers) for p in reversed(periodicity.proofs))
+                  if w is not None), None)
     if whole is None:
         return None
     steps = n_layers - sizes[-1]
