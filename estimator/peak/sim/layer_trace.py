@@ -26,6 +26,10 @@ How, and what is checked (any failure returns ``None``: the caller simulates the
 4. The model is checked to give back the 2-, 3- and 4-layer samples exactly (every token and every
    partner: sizes and lifetimes, event by event), and only then written out for ``N`` layers.
 
+The pieces and rules (a :class:`Proof`) are kept per row (:class:`Periodicity`): the fit search's other shapes
+run the 3- and 4-layer samples only and are written by :func:`whole_trace_from` where a proof gives both back
+exactly, else they run all three.
+
 ``tests/test_layer_trace.py`` checks the allocator's figures from the written trace against the
 whole model's simulation on several families, and that models whose layer samples are not periodic
 fall back.
