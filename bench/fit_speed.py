@@ -8,8 +8,9 @@ the caching allocator replayed over the whole model's trace written from theirs,
 then the largest batch and the longest sequence searched the same way, :mod:`estimator.fit.plan`), their ratio, the
 simulations the GPU answer ran, the process's CPU time, and ``os.getloadavg()`` before and after (the machine is
 shared: wall times move with the load, CPU times and ratios less). ``--unguided`` also times the
-search without its first guess, to show what the guess saves; both must give the
-same answer (checked). Results go to bench/results/fit_speed.md (target: under 5 s warm). ``--smoke``: a 2-layer
+search without its first guess, and with three layer samples at every shape (the search's shapes otherwise run
+two where the row's three proved the trace's periodicity, :func:`~estimator.peak.sim.layer_trace.whole_trace_from`),
+to show what they save; both must give the same answer (checked). Results go to bench/results/fit_speed.md (target: under 5 s warm). ``--smoke``: a 2-layer
 Llama, one GPU, inference, one round, 128 tokens, nothing written.
 """
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench._smoke import SMOKE_HELP, tiny_llama_folder
     from estimator import estimate
     from estimator.fit import plan
+    from estimator.peak.sim import layers
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=1)
@@ -88,12 +90,13 @@ def main(argv: list[str] | None = None) -> int:
             line = (f"| {label} | {gpu} | {plain:.1f} | {chosen:.1f} | {cpu:.1f} | {chosen / plain:.1f} | {_simulations(row)} | {how} "
                     f"| {fit['max_batch_size']} | {fit['max_seq_len']} | {row.peak_bytes:,} | {before} / {_load()} |")
             if args.unguided:
-                guess, seq_guess = plan._guess, plan._seq_guess
+                guess, seq_guess, two = plan._guess, plan._seq_guess, layers._from_two
                 plan._guess = plan._seq_guess = lambda *a, **k: None  # type: ignore[assignment]  # the search without its guesses
+                layers._from_two = lambda *a, **k: None  # and every shape with its three layer samples
                 try:
                     old, old_row = _timed(model, mode=mode, seq_len=seq_len, gpu=gpu, **extra)
                 finally:
-                    plan._guess, plan._seq_guess = guess, seq_guess  # type: ignore[assignment]
+                    plan._guess, plan._seq_guess, layers._from_two = guess, seq_guess, two
                 same = (old_row.peak_bytes, old_row.fit["max_batch_size"], old_row.fit["max_seq_len"], old_row.fit["needed_bytes"])
                 assert same == (row.peak_bytes, fit["max_batch_size"], fit["max_seq_len"], fit["needed_bytes"]), (same, fit)
                 line += f" {old:.1f} | {_simulations(old_row)} |"
@@ -106,10 +109,12 @@ def main(argv: list[str] | None = None) -> int:
                    f"Command: `python -m bench.fit_speed{' --unguided' if args.unguided else ''}` ({os.cpu_count()} CPUs, shared with "
                    "other sessions: the load averages (1/5/15 min) are recorded beside each case; the CPU time and the ratio "
                    "move less than the wall seconds). Simulations: the GPU answer's simulations (its row, then the batch and "
-                   "sequence searches), each of the 2-, 3- and 4-layer samples with the allocator replayed over the whole "
-                   "model's trace written from theirs ('layer samples'; 'whole model' where the samples were not periodic). "
-                   "The unguided columns are the same search without its first guess (each prediction still simulated "
-                   "with its neighbour): same answers, checked.\n\n" + "\n".join(lines) + "\n")
+                   "sequence searches), the row's of the 2-, 3- and 4-layer samples, the search's of the 3- and 4-layer "
+                   "samples where the row's pieces and lifetimes write both exactly (else all three), the allocator "
+                   "replayed over the whole model's trace written from theirs ('layer samples'; 'whole model' where the "
+                   "samples were not periodic). The unguided columns are the same search without its first guess (each "
+                   "prediction still simulated with its neighbour) and with three samples at every shape: same answers, "
+                   "checked.\n\n" + "\n".join(lines) + "\n")
     return 0
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from estimator.fit.gpus import GPU
+    from estimator.peak.sim.layer_trace import Periodicity
 
 logger = logging.getLogger(__name__)
 
@@ -238,6 +239,8 @@ def _rows_estimate(resolved: Resolved, options: Options, *, cross_check: bool, t
 
         rows = loadrows.stored_rows(resolved, options.load, token=token, timeout=timeout, cross_check=cross_check, headers=headers)
     gpu = target_gpu(options)
+    # per dtype row: what the row's layer samples proved, so that the fit search's shapes run two (layer_trace)
+    periodicities: dict[str, Periodicity] = {}
     if options.mode is Mode.SERVING and gpu is not None:  # check_supported: serving always names a GPU
         from estimator.serving.rows import serving_rows
 
@@ -247,14 +250,15 @@ def _rows_estimate(resolved: Resolved, options: Options, *, cross_check: bool, t
         from estimator.speed.transformers_speed import row_speed
 
         rows = peak_rows(resolved, options.load, options.work, options.hardware, options.parallel,
-                         speed=row_speed(options, resolved))  # rows[].speed with --gpu (docs/speed.md)
+                         speed=row_speed(options, resolved),  # rows[].speed with --gpu (docs/speed.md)
+                         periodicities=periodicities if gpu is not None else None)
         rows = _strategy_speed(rows, options)
     if rows is None:
         from estimator.load import rows as loadrows
 
         rows = loadrows.built_rows(resolved, options.load)
     if gpu is not None and options.mode is not Mode.SERVING:  # a serving row's plan is its fit
-        rows = _with_fit(rows, resolved, options, gpu)
+        rows = _with_fit(rows, resolved, options, gpu, periodicities)
     return Estimate(
         model=resolved.name,
         revision=resolved.revision,
@@ -328,19 +332,28 @@ def target_gpu(options: Options) -> GPU | None:
     return None
 
 
-def _with_fit(rows: tuple[Row, ...], resolved: Resolved, options: Options, gpu: GPU) -> tuple[Row, ...]:
-    """Each row against ``gpu``; simulated rows are re-simulated for the largest batch and sequence."""
+def _with_fit(rows: tuple[Row, ...], resolved: Resolved, options: Options, gpu: GPU,
+              periodicities: dict[str, Periodicity] | None = None) -> tuple[Row, ...]:
+    """Each row against ``gpu``; simulated rows are re-simulated for the largest batch and sequence (with the
+    proof of their layer samples' periodicity in ``periodicities``, per dtype, where the row's simulation left
+    one; else the search's first simulation makes it)."""
     from estimator.fit.plan import Simulate, with_fit
 
     shape = options.work.shape
     simulators: dict[str, Simulate] = {}
     if options.mode is not Mode.LOAD and options.parallel.strategy is None:  # per-GPU rows under a strategy: the verdict only
         from estimator.peak.rows import simulate_row
+        from estimator.peak.sim.layer_trace import Periodicity
 
+        held = {} if periodicities is None else periodicities
         for row in rows:
-            def simulate(b: int, s: int, row: Row = row) -> Row:
+            # three layer samples prove the periodicity once (the row's, or the search's first), the later shapes run two
+            periodicity = held.setdefault(str(row.dtype), Periodicity())
+
+            def simulate(b: int, s: int, row: Row = row, periodicity: Periodicity = periodicity) -> Row:
                 work = replace(options.work, shape=replace(shape, batch_size=b, seq_len=s))
-                result = simulate_row(resolved, options.load, work, options.hardware, DType.parse(row.dtype, option="dtypes"))
+                result = simulate_row(resolved, options.load, work, options.hardware, DType.parse(row.dtype, option="dtypes"),
+                                      periodicity=periodicity)
                 return replace(row, peak_bytes=result.peak_bytes, components=dict(result.components),
                                runtime_overhead=result.allocator_overhead, method=result.method)
 

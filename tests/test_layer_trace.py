@@ -23,7 +23,7 @@ from estimator.peak import simulate_peak
 from estimator.peak.engine import run_simulation
 from estimator.peak.kernels.cuda.allocator import replay
 from estimator.peak.sim import layers
-from estimator.peak.sim.layer_trace import canonical, whole_trace
+from estimator.peak.sim.layer_trace import Periodicity, canonical, prove, whole_trace, whole_trace_from
 from estimator.peak.sim.layers import with_layers
 from estimator.peak.sim.tracker import PeakSnapshot
 from estimator.peak.sim.training import Recipe
@@ -164,3 +164,58 @@ def test_the_costs_of_a_gpu_answer_from_samples_equal_the_whole_model_s() -> Non
     a, b = sampled.phase_costs(), whole.phase_costs()
     assert set(a) == set(b) and all(Counter(a[p].ops) == Counter(b[p].ops) for p in b)
     assert all(a[p].flops == b[p].flops for p in b)
+
+
+def _scaled(events: list[tuple[int, int]], factor: int) -> list[tuple[int, int]]:
+    """The same program at a larger shape: every activation (keys from 200 on) ``factor`` times larger."""
+    return [(key, n * factor if n > 0 and key >= 200 else n) for key, n in events]
+
+
+def test_two_samples_are_written_by_another_shape_s_proof_or_not_at_all() -> None:
+    """Three samples prove the pieces and lifetimes once; at another shape the 3- and 4-layer samples alone give the
+    whole trace where that proof writes both exactly, event for event, and nothing where it does not: a 4th layer
+    that differs at this shape only (a sliding window shorter than this sequence in some layers), a free that moved
+    (another lifetime), an event more (another kernel or workspace)."""
+    proof = prove([_periodic(k) for k in (2, 3, 4)], (2, 3, 4))
+    assert proof is not None and proof.top_layers == 4
+    larger = [_scaled(_periodic(k), 3) for k in (3, 4)]
+    written = whole_trace_from(proof, larger, (3, 4), 9)
+    assert written is not None and canonical(written) == canonical(_scaled(_periodic(9), 3))
+    assert whole_trace_from(proof, larger, (2, 3), 9) is None  # not the proof's top and the one below
+    bent = [larger[0], [(key, n + 512 if key == 203 and n > 0 else n) for key, n in larger[1]]]
+    assert whole_trace_from(proof, bent, (3, 4), 9) is None
+    top = larger[1]
+    moved = [larger[0], [*top[:-4], top[-3], top[-4], *top[-2:]]]  # the last layer's activation freed a step later
+    assert whole_trace_from(proof, moved, (3, 4), 9) is None
+    longer = [larger[0], [*top[:-1], (999, 512), (999, -1), top[-1]]]
+    assert whole_trace_from(proof, longer, (3, 4), 9) is None
+
+
+SEARCH = [CASES[0], CASES[1], CASES[4]]
+
+
+@pytest.mark.parametrize(("kind", "work"), SEARCH, ids=[f"{k}-{w['mode']}" for k, w in SEARCH])
+def test_a_search_shape_from_two_samples_gives_the_whole_model_s_figures(kind: str, work: dict[str, Any]) -> None:
+    """The fit search's shapes: the row's three samples prove the periodicity (batch 2 x 64), another shape (batch 3
+    x 48) runs two and gets the whole model's peak and allocator figures, to the byte."""
+    periodicity = Periodicity()
+    simulate_peak(_model(kind), allocator=True, device="cuda", batch_size=2, seq_len=64, periodicity=periodicity, **work)
+    assert len(periodicity.proofs) == 1
+    shape: dict[str, Any] = {"device": "cuda", "batch_size": 3, "seq_len": 48}
+    two = simulate_peak(_model(kind), allocator=True, periodicity=periodicity, **shape, **work)
+    whole = simulate_peak(_model(kind), extrapolate_layers=False, **shape, **work)
+    assert any("simulated with (3, 4) layers" in n and WRITTEN in n for n in two.notes), two.notes
+    assert (two.peak_bytes, two.allocator_overhead) == (whole.peak_bytes, whole.allocator_overhead)
+
+
+def test_a_shape_the_proof_does_not_write_runs_three_samples() -> None:
+    """The rule's fallback: a proof made by another step (LoRA training, checkpointed) does not write an inference
+    step's samples, so the third is run and the answer is the three samples' (the whole model's figures)."""
+    periodicity = Periodicity()
+    simulate_peak(_model("llama"), allocator=True, device="cuda", batch_size=2, seq_len=64, periodicity=periodicity,
+                  **CASES[1][1])
+    shape: dict[str, Any] = {"mode": "inference", "device": "cuda", "batch_size": 3, "seq_len": 48}
+    three = simulate_peak(_model("llama"), allocator=True, periodicity=periodicity, **shape)
+    whole = simulate_peak(_model("llama"), extrapolate_layers=False, **shape)
+    assert any("simulated with (2, 3, 4) layers" in n and WRITTEN in n for n in three.notes), three.notes
+    assert (three.peak_bytes, three.allocator_overhead) == (whole.peak_bytes, whole.allocator_overhead)

@@ -55,6 +55,7 @@ from estimator.peak.inputs.registry import Modality, media_makers
 from estimator.peak.kernels.cuda.allocator import AllocatorPeaks
 from estimator.peak.sim.batchnorm import batch_one_refusal
 from estimator.peak.sim.formula import formula_components
+from estimator.peak.sim.layer_trace import Periodicity
 from estimator.peak.sim.layers import extrapolated
 from estimator.peak.sim.materialize import materialize
 from estimator.peak.sim.steps import AFTER, StepPeak, simulate_step
@@ -116,6 +117,7 @@ def simulate_peak(
     media: Media | None = None,
     observe: Observe | None = None,
     allocator: bool = False,
+    periodicity: Periodicity | None = None,
 ) -> PeakResult:
     """Simulate the peak memory of one inference or training step of ``model``.
 
@@ -141,18 +143,21 @@ def simulate_peak(
     with them cannot be simulated, the text-only step is, with a note (never a formula in its place).
     ``observe(model)``, when given, is called with each model simulated (a layer sample, or the whole model)
     and returns the ``on_tracker`` hook of its step (:func:`~estimator.peak.sim.steps.simulate_step`): the per-op
-    cost counter of :mod:`estimator.speed.trace` follows the same pass so.
+    cost counter of :mod:`estimator.speed.trace` follows the same pass so. ``periodicity`` (with ``allocator``; the
+    row's simulation and the fit search's of one row): the first simulation given it keeps what its three layer
+    samples proved, and later ones at other shapes (without ``observe``) run two samples where the proof writes both exactly
+    (:func:`~estimator.peak.sim.layer_trace.whole_trace_from`), else three.
     """
     kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
                                   max_new_tokens=max_new_tokens, extrapolate_layers=extrapolate_layers, recipe=recipe,
-                                  observe=observe, allocator=allocator)
+                                  observe=observe, allocator=allocator, periodicity=periodicity)
     if media is None:
         return _simulate(model, **kwargs, media=None)
     spare = copy.deepcopy(model)  # a meta model: the retry's, as a run consumes the model it is given
     result = _simulate(model, **kwargs, media=media)
     if result.method == "simulated":
         return result
-    text = _simulate(spare, **kwargs, media=None)
+    text = _simulate(spare, **{**kwargs, "periodicity": None}, media=None)  # another step: not the proof's
     failed = next((n for n in result.notes if n.startswith("simulation failed")), "simulation failed").split("; formula used")[0]
     return replace(text, notes=(f"images or audio not simulated ({failed}); the step was simulated with text inputs only",
                                 *text.notes))
@@ -160,7 +165,7 @@ def simulate_peak(
 
 def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, seq_len: int, image_size: int | None,
               max_new_tokens: int, extrapolate_layers: bool, recipe: Recipe | None, media: Media | None,
-              observe: Observe | None = None, allocator: bool = False) -> PeakResult:
+              observe: Observe | None = None, allocator: bool = False, periodicity: Periodicity | None = None) -> PeakResult:
     """:func:`simulate_peak` with or without ``media``, no fallback between them."""
     recipe = recipe or Recipe()
     counted = (_trainable_note(model, recipe),) if mode == "training" else ()
@@ -172,7 +177,10 @@ def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, 
         raise ValueError("batch_size and seq_len must be >= 1 and max_new_tokens >= 0")
     replayed = allocator and device == "cuda"
     found = extrapolated(model, lambda m: run_simulation(m, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe, media,
-                                                           observe), allocator=replayed) \
+                                                           observe), allocator=replayed,
+                         # the cost counter follows three samples: a proof is made there, not used
+                         periodicity=None if observe is not None and periodicity is not None and periodicity.proofs
+                         else periodicity) \
         if extrapolate_layers else None
     if found is not None:
         phases, notes, note, peaks = found

@@ -55,6 +55,7 @@ from estimator.source.limits import position_field
 if TYPE_CHECKING:
     from estimator.peak.engine import Observe, PeakResult
     from estimator.peak.inputs.prompts.processors import Media
+    from estimator.peak.sim.layer_trace import Periodicity
     from estimator.peak.sim.training import Recipe
 
 if TYPE_CHECKING:
@@ -155,10 +156,13 @@ def position_note(config: dict[str, Any], work: WorkSpec) -> str | None:
 
 
 def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec,
-              parallel: ParallelSpec | None = None, speed: RowSpeed | None = None) -> tuple[Row, ...]:
+              parallel: ParallelSpec | None = None, speed: RowSpeed | None = None,
+              periodicities: dict[str, Periodicity] | None = None) -> tuple[Row, ...]:
     """Rows with ``peak_bytes`` and ``components`` for ``work.mode`` (inference or training);
     per GPU when ``parallel`` names a strategy (:func:`estimator.peak.parallel.simulate.simulate_parallel`).
     ``speed``: each simulated row's speed answer, counted in the same simulation (``RowSpeed``).
+    ``periodicities``: per dtype (the row's ``dtype``), a holder for what the row's layer samples proved
+    (:class:`~estimator.peak.sim.layer_trace.Periodicity`; the fit search's later shapes then run two samples).
 
     ``work``, ``hardware`` and ``parallel`` were checked by :func:`estimator.options.check_supported`.
     """
@@ -194,7 +198,12 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             rows.append(_parallel_row(resolved, load_row, model, work, hardware, parallel, recipe))
             continue
         observe, answer = speed(dtype) if speed is not None else (None, None)
-        result = simulate_row(resolved, load, work, hardware, dtype, observe=observe)
+        periodicity = None
+        if periodicities is not None:
+            from estimator.peak.sim.layer_trace import Periodicity
+
+            periodicity = periodicities.setdefault(str(load_row.dtype), Periodicity())
+        result = simulate_row(resolved, load, work, hardware, dtype, observe=observe, periodicity=periodicity)
         speed_answer, speed_note, costs = answer(result) if answer is not None else (None, None, None)
         held = load_row.weights_held
         if prequantized:
@@ -219,12 +228,13 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
 
 
 def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: HardwareSpec, dtype: DType,
-                 observe: Observe | None = None) -> PeakResult:
+                 observe: Observe | None = None, periodicity: Periodicity | None = None) -> PeakResult:
     """The simulated step of one dtype row (``peak_rows`` for one row; the fit solver calls it
     again with other batch sizes and lengths in ``work.shape``). Checked against a GPU, the caching allocator
     is replayed over every layer's allocations: the whole model's trace, written from the layer samples' where
     it is exactly periodic in the layers (:mod:`estimator.peak.sim.layer_trace`), else simulated. ``observe``: see
-    :func:`~estimator.peak.engine.simulate_peak` (the per-op cost counter, :mod:`estimator.speed.trace`)."""
+    :func:`~estimator.peak.engine.simulate_peak` (the per-op cost counter, :mod:`estimator.speed.trace`);
+    ``periodicity``: one holder for the fit search's simulations of this row (see ``simulate_peak``)."""
 
     model, recipe = _model_and_recipe(resolved, load, work, dtype)
     used = set_attention(model, _kernel(hardware))  # the attention kernel (estimator.peak.kernels.attention)
@@ -242,6 +252,7 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
             allocator=hardware.fits_a_gpu,
             media=media_request(resolved, work),
             observe=observe,
+            periodicity=periodicity,
         )
     note = kernel_note(used, _kernel(hardware))
     return result if note is None else replace(result, notes=(*result.notes, note))

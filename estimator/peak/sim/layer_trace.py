@@ -26,6 +26,10 @@ How, and what is checked (any failure returns ``None``: the caller simulates the
 4. The model is checked to give back the 2-, 3- and 4-layer samples exactly (every token and every
    partner: sizes and lifetimes, event by event), and only then written out for ``N`` layers.
 
+The pieces and rules (a :class:`Proof`) are kept per row (:class:`Periodicity`): the fit search's other shapes
+run the 3- and 4-layer samples only and are written by :func:`whole_trace_from` where a proof gives both back
+exactly, else they run all three.
+
 ``tests/test_layer_trace.py`` checks the allocator's figures from the written trace against the
 whole model's simulation on several families, and that models whose layer samples are not periodic
 fall back.
@@ -37,7 +41,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["whole_trace"]
+__all__ = ["Periodicity", "Proof", "prove", "whole_trace", "whole_trace_from", "written_from"]
 
 logger = logging.getLogger(__name__)
 
@@ -321,10 +325,41 @@ def _partners(layout: _Layout, rules: dict[tuple[int, int], list[Rule]]) -> list
     return partner
 
 
-def whole_trace(samples: Sequence[Sequence[Event]], sizes: Sequence[int], n_layers: int) -> list[Event] | None:
-    """The trace of ``n_layers`` layers from the traces of ``sizes`` (three consecutive layer counts), or ``None``
-    where the samples are not exactly periodic in the layers (see the module docstring)."""
-    if len(samples) != 3 or len(sizes) != 3 or list(sizes) != list(range(sizes[0], sizes[0] + 3)) or n_layers < sizes[-1]:
+@dataclass(frozen=True)
+class Proof:
+    """What three consecutive samples of one shape showed: the top sample's cut into pieces (positions, block
+    lengths, copies) and the lifetime rules that gave back every sample exactly (:func:`whole_trace`)."""
+
+    pieces: tuple[_Piece, ...]
+    rules: dict[tuple[int, int], list[Rule]]
+    top_layers: int
+
+
+class Periodicity:
+    """A holder for one question's :class:`Proof` s: each simulation given it that ran three samples adds theirs,
+    and later simulations of the same model, step and device at other batch sizes and lengths (the fit search's)
+    run two samples only where those two are written by one of them (:func:`whole_trace_from`); the caller keeps
+    one holder per model, dtype, mode, recipe and device (a mutable holder, not a value: the simulations fill it).
+    Several, because a shape can change the program (Llama-3.1-8B LoRA: batch 2 allocates two events more than
+    batch 1, once): the search's later shapes are then written by the proof of an earlier one."""
+
+    def __init__(self) -> None:
+        self.proofs: list[Proof] = []
+
+
+def _written(pieces: list[_Piece], top: list[int], top_layers: int, rules: dict[tuple[int, int], list[Rule]],
+             n_layers: int) -> list[Event] | None:
+    whole = _Layout(pieces, top, top_layers - n_layers)
+    partner = _partners(whole, rules)
+    if partner is None:
+        return None
+    return [(pos if token > 0 else partner[pos], token if token > 0 else -1) for pos, token in enumerate(whole.tokens)]
+
+
+def prove(samples: Sequence[Sequence[Event]], sizes: Sequence[int]) -> Proof | None:
+    """The pieces and rules that give back the traces of ``sizes`` (three consecutive layer counts) exactly, or
+    ``None`` where the samples are not exactly periodic in the layers (see the module docstring)."""
+    if len(samples) != 3 or len(sizes) != 3 or list(sizes) != list(range(sizes[0], sizes[0] + 3)):
         return None
     found = [canonical(s) for s in samples]
     inserted = _insertions(found[1].tokens, found[2].tokens)
@@ -345,9 +380,50 @@ def whole_trace(samples: Sequence[Sequence[Event]], sizes: Sequence[int], n_laye
         if rules is None or any(_partners(layout, rules) != sample.partner for layout, sample in zip(layouts, found, strict=True)):
             logger.info("layer samples' traces: lifetimes not periodic in the layers")
             continue
-        whole = _Layout(pieces, top, sizes[-1] - n_layers)
-        partner = _partners(whole, rules)
-        if partner is None:
-            return None
-        return [(pos if token > 0 else partner[pos], token if token > 0 else -1) for pos, token in enumerate(whole.tokens)]
+        return Proof(tuple(pieces), rules, sizes[-1])
     return None
+
+
+def whole_trace(samples: Sequence[Sequence[Event]], sizes: Sequence[int], n_layers: int) -> list[Event] | None:
+    """The trace of ``n_layers`` layers from the traces of ``sizes`` (three consecutive layer counts), or ``None``
+    where the samples are not exactly periodic in the layers (see the module docstring)."""
+    if n_layers < sizes[-1]:
+        return None
+    proof = prove(samples, sizes)
+    if proof is None:
+        return None
+    return written_from(proof, samples[-1], n_layers)
+
+
+def written_from(proof: Proof, top: Sequence[Event], n_layers: int) -> list[Event] | None:
+    """The trace of ``n_layers`` layers written from the proof's own top sample ``top``."""
+    return _written(list(proof.pieces), canonical(top).tokens, proof.top_layers, proof.rules, n_layers)
+
+
+def whole_trace_from(proof: Proof, samples: Sequence[Sequence[Event]], sizes: Sequence[int], n_layers: int) -> list[Event] | None:
+    """The trace of ``n_layers`` layers from two samples (``sizes``: the proof's top layer count and the one below)
+    of another shape of the same model and step, where ``proof``'s pieces and rules give both back exactly, every
+    token and every partner; ``None`` otherwise (the caller then runs the third sample).
+
+    Why two suffice there: the top sample's tokens must be copies of one block per run at the proof's positions
+    (every layer of it alike, in sizes, at this shape: a layer that differs, as a sliding window's past the
+    sequence in some layers only, breaks it), and one layer less must drop exactly one copy of each; the
+    lifetimes must follow the proof's rules in both. The rules are affine in the copy and the copy count, and
+    the copies of the two samples (``m - 1`` and ``m`` of each run) are not on one line, so a rule that gives
+    both back is the one rule that fits them; what the third sample would add is that one layer less again
+    drops one copy, which the proof's shape showed for the same code path (the same pieces, so the same ops
+    per layer and the same fixed parts). A shape that changes the program (another attention kernel, a
+    workspace, a window, routing) changes the pieces or their tokens and falls back."""
+    if len(samples) != 2 or list(sizes) != [proof.top_layers - 1, proof.top_layers] or n_layers < proof.top_layers:
+        return None
+    found = [canonical(s) for s in samples]
+    pieces = list(proof.pieces)
+    top = found[1].tokens
+    if sum(p.length * max(p.copies, 1) for p in pieces) != len(top):
+        return None
+    layouts = [_Layout(pieces, top, proof.top_layers - k) for k in sizes]
+    if any(layout.tokens != sample.tokens or _partners(layout, proof.rules) != sample.partner
+           for layout, sample in zip(layouts, found, strict=True)):
+        logger.info("layer samples' traces: not written by the proof's pieces and rules at this shape")
+        return None
+    return _written(pieces, top, proof.top_layers, proof.rules, n_layers)

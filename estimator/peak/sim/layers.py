@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from estimator.peak.kernels.cuda.allocator import AllocatorPeaks, replay
-from estimator.peak.sim.layer_trace import whole_trace
+from estimator.peak.sim.layer_trace import Periodicity, prove, whole_trace_from, written_from
+from estimator.peak.sim.steps import StepPeak
 from estimator.peak.sim.tracker import PeakSnapshot
 from estimator.peak.workload import model_dtype
 
@@ -83,10 +84,10 @@ def with_layers(model: nn.Module, k: int) -> nn.Module:
 
 def extrapolate(
     model: nn.Module, n_layers: int, simulate: Callable[[nn.Module], Any], sizes: tuple[int, int, int] = SAMPLE_LAYERS,
-    *, allocator: bool = False,
-) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], AllocatorPeaks | None] | None:
-    """Per-phase peaks for ``n_layers``, notes and the CUDA caching allocator's peaks (with ``allocator``);
-    ``None`` if some phase is not linear, or (with ``allocator``) the samples' traces are not periodic.
+    *, allocator: bool = False, periodicity: Periodicity | None = None,
+) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], AllocatorPeaks | None, tuple[int, ...]] | None:
+    """Per-phase peaks for ``n_layers``, notes, the CUDA caching allocator's peaks (with ``allocator``) and the
+    layer counts simulated; ``None`` if some phase is not linear, or (with ``allocator``) the samples' traces are not periodic.
 
     ``simulate(model) -> (phases, notes[, overheads, events])`` runs the full simulation of a model, ``phases``
     mapping each phase of the step (forward+backward, optimizer step, prefill, decode) to its peak. The CUDA
@@ -98,7 +99,14 @@ def extrapolate(
     faster (activations vs optimizer temporaries) still wins at ``n_layers``. ``sizes``: the three
     consecutive layer counts simulated (FSDP uses 3, 4, 5: with 2 blocks its peak sits elsewhere).
     """
-    samples = [simulate(with_layers(model, k)) for k in sizes]
+    if allocator and periodicity is not None and periodicity.proofs:
+        two = [simulate(with_layers(model, k)) for k in sizes[1:]]
+        found = _from_two(two, sizes, n_layers, periodicity)
+        if found is not None:
+            return found
+        samples = [simulate(with_layers(model, sizes[0])), *two]
+    else:
+        samples = [simulate(with_layers(model, k)) for k in sizes]
     notes = samples[-1][1]
     names = set(samples[0][0])
     if any(set(s[0]) != names for s in samples):
@@ -119,18 +127,68 @@ def extrapolate(
         result[name] = PeakSnapshot(s4.peak_bytes + steps * (s4.peak_bytes - s3.peak_bytes),
                                     {k: v for k, v in comps.items() if v})
     if not allocator:
-        return result, notes, None
+        return result, notes, None, tuple(sizes)
     traces = [s[3] for s in samples if len(s) > 3 and s[3] is not None]
-    whole = whole_trace(traces, sizes, n_layers) if len(traces) == len(samples) else None
-    if whole is None:
+    proof = prove(traces, sizes) if len(traces) == len(samples) and n_layers >= sizes[-1] else None
+    if proof is None:
         logger.info("the layer samples' allocations are not periodic: full simulation")
         return None
-    return result, notes, replay(whole)
+    if periodicity is not None and proof not in periodicity.proofs:
+        periodicity.proofs.append(proof)
+    whole = written_from(proof, traces[-1], n_layers)
+    if whole is None:
+        return None
+    return result, notes, replay(whole), tuple(sizes)
+
+
+def _live_peak(events: list[tuple[int, int]]) -> int:
+    """The most bytes live at once in a trace (allocations as requested, before the allocator's rounding)."""
+    held: dict[int, int] = {}
+    live = peak = 0
+    for key, nbytes in events:
+        if nbytes > 0:
+            held[key] = nbytes
+            live += nbytes
+            peak = max(peak, live)
+        elif nbytes < 0:
+            live -= held.pop(key, 0)
+    return peak
+
+
+def _from_two(samples: list[Any], sizes: tuple[int, int, int], n_layers: int, periodicity: Periodicity,
+              ) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], AllocatorPeaks | None, tuple[int, ...]] | None:
+    """The two upper samples' answer where one of ``periodicity``'s proofs (three samples of another shape of the same
+    model and step) writes both exactly (:func:`~estimator.peak.sim.layer_trace.whole_trace_from`), else ``None``
+    (the caller runs the third). Without the third sample the phases' linearity is not seen: the step's peak is
+    instead checked against the written whole trace's own (each sample's peak must be its trace's most live
+    bytes, and the extrapolated peak the whole trace's), so ``peak_bytes`` and the allocator's figures are the
+    whole model's; the components are extrapolated from the two samples (the fit search reads the peak and the
+    allocator's figures only)."""
+    traces: list[list[tuple[int, int]]] = [s[3] for s in samples if len(s) > 3 and s[3] is not None]
+    if len(traces) != len(samples) or any(set(s[0]) != set(samples[0][0]) for s in samples):
+        return None
+    # the latest proof first: the search's shapes move away from the row's
+    whole = next((w for w in (whole_trace_from(p, traces, sizes[1:], n_layers) for p in reversed(periodicity.proofs))
+                  if w is not None), None)
+    if whole is None:
+        return None
+    steps = n_layers - sizes[-1]
+    result: dict[str, PeakSnapshot] = {}
+    for name in samples[0][0]:
+        s3, s4 = (s[0][name] for s in samples)
+        keys = set(s3.components) | set(s4.components)
+        comps = {k: s4.components.get(k, 0) + steps * (s4.components.get(k, 0) - s3.components.get(k, 0)) for k in keys}
+        result[name] = PeakSnapshot(s4.peak_bytes + steps * (s4.peak_bytes - s3.peak_bytes), {k: v for k, v in comps.items() if v})
+    peaks = [StepPeak(s[0], ()).peak.peak_bytes for s in samples]
+    if peaks != [_live_peak(t) for t in traces] or StepPeak(result, ()).peak.peak_bytes != _live_peak(whole):
+        logger.info("two layer samples: the step's peak is not the trace's most live bytes; the third is run")
+        return None
+    return result, samples[-1][1], replay(whole), sizes[1:]
 
 
 def extrapolated(
     model: nn.Module, simulate: Callable[[nn.Module], Any], sizes: tuple[int, int, int] = SAMPLE_LAYERS, *, min_layers: int = 1,
-    allocator: bool = False,
+    allocator: bool = False, periodicity: Periodicity | None = None,
 ) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], str, AllocatorPeaks | None] | None:
     """:func:`extrapolate` where it applies: the phases, the notes, a note saying how and (``allocator``) the
     caching allocator's peaks over the whole model's trace, or ``None`` where the model has no alike layers (or
@@ -141,14 +199,16 @@ def extrapolated(
     if n_layers is None or n_layers < min_layers:
         return None
     try:
-        found = extrapolate(model, n_layers, simulate, sizes, allocator=allocator)
+        found = extrapolate(model, n_layers, simulate, sizes, allocator=allocator, periodicity=periodicity)
     except Exception:  # the whole-model simulation reports the failure
         logger.debug("layer extrapolation failed", exc_info=True)
         return None
     if found is None:
         return None
-    phases, notes, peaks = found
-    note = f"{n_layers} alike layers: simulated with {sizes} layers, extrapolated (exactly linear)"
+    phases, notes, peaks, used = found
+    note = (f"{n_layers} alike layers: simulated with {used} layers, extrapolated (exactly linear)" if used == tuple(sizes) else
+            f"{n_layers} alike layers: simulated with {used} layers, extrapolated (their traces written exactly by "
+            f"the pieces and lifetimes that {sizes} layers showed at another shape of the same step)")
     if peaks is not None:
         note += ("; the caching allocator replayed over the whole model's allocations, written from the samples' "
                  "(exactly periodic in the layers)")
