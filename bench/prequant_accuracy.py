@@ -23,6 +23,7 @@ import torch
 import transformers
 
 from bench._smoke import SMOKE_HELP
+from bench._truth_rows import truth_rows
 from testkit.peak_pool import run_truth_jobs
 from testkit.prequant_truth import KINDS, MXFP4_CASES, cases_for, simulate
 from testkit.quant_truth import QUANT_CASES
@@ -63,17 +64,8 @@ def main(argv: list[str] | None = None) -> int:
              "`from_pretrained(dtype=torch.bfloat16)` and run with `generate` (prefill + 32 new tokens) under "
              "`torch.profiler` (testkit/prequant_truth.py), against the simulation from the config alone.", "",
              "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
-    worst = 0.0
-    for case, kind in pairs:
-        truth, sim = found[("truth", case, kind)], found[("sim", case, kind)]
-        if not isinstance(truth, dict) or not isinstance(sim, dict) or sim.get("method") != "simulated":
-            detail = truth if not isinstance(truth, dict) else sim if not isinstance(sim, dict) else sim["notes"][0]
-            lines.append(f"| {case} | {kind} | {truth.get('peak_bytes', '—') if isinstance(truth, dict) else '—'} | — | "
-                         f"failed: {str(detail)[:160]} |")
-            continue
-        error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
-        worst = max(worst, abs(error))
-        lines.append(f"| {case} | {kind} | {truth['peak_bytes']:,} | {sim['peak_bytes']:,} | {error:+.2%} |")
+    rows, worst = truth_rows(pairs, found)
+    lines += rows
     lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN, "",
               "Kinds: ct_w4a16 = compressed-tensors pack-quantized int4 (groups of 32; llm-compressor's GPTQ / W4A16 "
               "layout); ct_fp8 = compressed-tensors naive-quantized float8_e4m3fn weights per channel (FP8 W8A16); fp8_block = "

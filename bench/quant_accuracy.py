@@ -20,6 +20,7 @@ import torch
 import transformers
 
 from bench._smoke import SMOKE_HELP
+from bench._truth_rows import truth_rows
 from testkit.peak_pool import run_truth_jobs
 from testkit.quant_truth import KINDS, QUANT_CASES, simulate
 
@@ -49,29 +50,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if sim["method"] == "simulated" else 1
     cases = [c for c in CASES if not args.only or c in args.only.split(",")]
     kinds = [k for k in KINDS if not args.kinds or k in args.kinds.split(",")]
+    pairs = [(c, k) for c in cases for k in kinds if not (k == "int8_lora" and c in NO_DEFAULT_LORA)]
     start = time.perf_counter()
-    found = run_truth_jobs("testkit.quant_truth", [(side, c, k) for c in cases for k in kinds for side in ("truth", "sim")
-                                                   if not (k == "int8_lora" and c in NO_DEFAULT_LORA)],
-                           processes=2)
+    found = run_truth_jobs("testkit.quant_truth", [(side, c, k) for c, k in pairs for side in ("truth", "sim")], processes=2)
     lines = ["# bitsandbytes int8 / int4: simulated peak vs measured on CPU", "",
              f"torch {torch.__version__}, transformers {transformers.__version__}, bitsandbytes {bitsandbytes.__version__}, "
              f"CPU capability {torch.backends.cpu.get_cpu_capability()}; "
              f"`python -m bench.quant_accuracy` ({time.perf_counter() - start:.0f} s).", "",
              "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
-    worst = 0.0
-    for case in cases:
-        for kind in kinds:
-            if kind == "int8_lora" and case in NO_DEFAULT_LORA:
-                continue
-            truth, sim = found[("truth", case, kind)], found[("sim", case, kind)]
-            if not isinstance(truth, dict) or not isinstance(sim, dict) or sim.get("method") != "simulated":
-                detail = truth if not isinstance(truth, dict) else sim if not isinstance(sim, dict) else sim["notes"][0]
-                lines.append(f"| {case} | {kind} | {truth.get('peak_bytes', '—') if isinstance(truth, dict) else '—'} | — | "
-                             f"failed: {str(detail)[:160]} |")
-                continue
-            error = (sim["peak_bytes"] - truth["peak_bytes"]) / truth["peak_bytes"]
-            worst = max(worst, abs(error))
-            lines.append(f"| {case} | {kind} | {truth['peak_bytes']:,} | {sim['peak_bytes']:,} | {error:+.2%} |")
+    rows, worst = truth_rows(pairs, found)
+    lines += rows
     lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN]
     text = "\n".join(lines) + "\n"
     print(text)
