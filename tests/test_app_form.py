@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -50,50 +52,23 @@ FULL = FormState(
 )
 
 
+def _documented_link_order() -> list[str]:
+    """docs/app.md's sentence "A link made by the app spells out all N parameters, in this order: ..." read as a list.
+
+    The test checks the page against the document users read, so neither can drift without the other.
+    """
+    text = (Path(__file__).resolve().parent.parent / "docs" / "app.md").read_text(encoding="utf-8")
+    match = re.search(r"A link made by the app spells out all (\d+) parameters, in this order: (.*?)\.\n", text)
+    assert match, "docs/app.md no longer states the share link's parameters in order"
+    names = re.findall(r"`([a-z0-9_]+)`", match.group(2))
+    assert len(names) == int(match.group(1)), "docs/app.md's count of link parameters disagrees with its own list"
+    return names
+
+
 def test_link_spells_out_every_contract_parameter_in_order() -> None:
     query = to_query(FormState(model="gpt2"))
     names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
-    assert names == [
-        "model",
-        "revision",
-        "library",
-        "dtypes",
-        "mode",
-        "batch",
-        "seq",
-        "image",
-        "new_tokens",
-        "device",
-        "optimizer",
-        "pure16",
-        "checkpointing",
-        "lora",
-        "lora_targets",
-        "gpu",
-        "gpu_memory",
-        "ctx",
-        "cache_type",
-        "n_gpu_layers",
-        "gguf_file",
-        "gpu_memory_utilization",
-        "max_model_len",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "kv_cache_dtype",
-        "block_size",
-        "gpus",
-        "nodes",
-        "strategy",
-        "offload",
-        "tensor_parallel_size",
-        "pipeline_parallel_size",
-        "quantization",
-        "vllm_version",
-        "images",
-        "audio",
-        "video",
-        "attn",
-    ]
+    assert names == _documented_link_order()
     assert dict(parse_qsl(query))["dtypes"] == "float32,float16,int8,int4"
     assert "seq=auto" in query and "lora=none" in query and "gpu=none" in query and "pure16=0" in query
     assert "&lora_targets=&" in query  # spelled out even when empty: peft's default targets
