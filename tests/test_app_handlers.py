@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import gradio as gr
 import pytest
@@ -16,21 +15,9 @@ import estimator_app.handlers as app  # the page's handlers; importing them sets
 from estimator.fit.gpus import GPUS
 from estimator.units import format_bytes
 from testkit.hub_process import REPO_ROOT
-from tests.app_outputs import refusal
+from tests.app_outputs import DEFAULTS, FakeRequest, no_progress, refusal
 
 GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
-
-
-class FakeRequest:
-    def __init__(self, query: dict[str, str]) -> None:
-        self.query_params = query
-
-
-def no_progress(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
 def test_app_never_sends_an_implicit_token() -> None:
     """Even with HF_TOKEN set (a Space secret), huggingface_hub in the app sends no token unless passed one."""
     code = "import app, huggingface_hub.constants as c, huggingface_hub.utils as u; print(c.HF_HUB_DISABLE_IMPLICIT_TOKEN, u.get_token_to_send(None))"

@@ -19,18 +19,7 @@ from estimator.errors import BadReferenceError
 from estimator.source import reference
 from estimator.source.reference import HUB_ONLY, ModelRef, parse_hub_reference, parse_reference
 from estimator_app import answers, form
-from tests.app_outputs import refusal
-
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
-
-
-class FakeRequest:
-    def __init__(self, query: dict[str, str]) -> None:
-        self.query_params = query
-
-
-def no_progress(*args: Any, **kwargs: Any) -> None:
-    return None
+from tests.app_outputs import DEFAULTS, FakeRequest, no_progress, refusal
 
 
 @pytest.fixture

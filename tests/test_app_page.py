@@ -28,16 +28,9 @@ from estimator_app import answers, fields, posting
 from estimator_app.lanes import Lanes, Settings
 from estimator_app.wording import PAGE, for_form, page_option
 from testkit.hub_process import REPO_ROOT
-from tests.app_outputs import refusal
+from tests.app_outputs import DEFAULTS, no_progress, refusal
 
 GPT2 = Path(__file__).resolve().parent / "hub_data" / "models" / "openai-community" / "gpt2"  # copied from the shared hub fixtures
-DEFAULTS = ("main", "auto", ["float32", "float16"], "load", 1, 0, 0, 0, "cuda", "adamw", False, False, 0, "", "none", "", 0, "f16", "auto", "", 0.9, 0, 0, 0, "auto", 16, 1, 1, "none", "none", 1, 1, "none", "0.19", 0, 0, 0, "auto")
-
-
-def no_progress(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
 def test_an_option_is_worded_as_the_form_field_that_sets_it() -> None:
     exc = UnsupportedError([Option("seq_len"), " must be at most 4096."])
     assert exc.message == "--seq-len must be at most 4096."  # the contract's spelling, for the CLI
