@@ -3,7 +3,8 @@
 * the hardware table: at least 60 entries, each with its vendor source, every name and alias
   resolving to its own entry, the fit's GPU list built from it (old entries unchanged), derived
   peaks equal to the whitepapers' stated ones, PyTorch's own device table (``torch._inductor``)
-  agreeing where both list a device, Apple's working set equal to the values ggml-metal logged;
+  agreeing where both list a device, Apple's working set equal to the values ggml-metal logged; a board power cap's
+  SM clock against a capped RTX 3090's logged clock (and the bench passing each notebook's stated cap through);
 * the roofline: hand-derived cases (compute-bound, memory-bound, the kernel floor, launches hidden);
 * llama.cpp: the bytes one generated token reads are the GGUF tensors' bytes (one embedding row,
   every other matrix whole, an MoE's used experts) plus the KV cache read, counted here from the

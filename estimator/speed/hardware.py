@@ -12,6 +12,9 @@ M1 Pro 16 GB 11453.25 MB (10^6) = 2/3 x 16 GiB; M2 24 GB 17179.89 MB = 2/3 x 24 
 21845.34 MiB = 2/3 x 32 GiB; M3 Max 36 GB 28991.03 MB = 3/4 x 36 GiB; M1 Max 64 GB 49152 MiB = 3/4 x
 64 GiB (public llama.cpp logs). That is :attr:`Hardware.usable_bytes` for Apple; ``sudo sysctl
 iogpu.wired_limit_mb`` raises it, which we cannot see.
+
+A GPU run under a board power limit below the vendor's board power (``nvidia-smi -pl``) is the same card at a lower SM
+clock: :func:`power_capped`.
 """
 
 from __future__ import annotations
