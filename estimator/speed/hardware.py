@@ -164,9 +164,9 @@ def power_capped(hw: Hardware, cap_w: float) -> Hardware:
     over three runs (github.com/ashalliants/ninfer-3090 pull request #72, nvidia-smi sampled at 2 Hz), where this
     gives 1,695 MHz x 0.9^(1/3) = 1,636 MHz.
 
-    The memory clock is not lowered by the cap: the same measurement logged 9,501 MHz (the full 19.5 Gbps) in every
-    sample of the capped decode and prefill, and the power-cap sweeps of github.com/noonghunna/club-3090 (issues #103,
-    #104: RTX 3090s from 210 W up) log the same 9,501 MHz at every cap. A cap at or above the board power changes
+    The memory clock is not lowered by the cap: the same measurement logged 9,501 MHz (the compute P2 state's memory
+    clock) in every sample of the capped decode and prefill, and the power-cap sweeps of github.com/noonghunna/club-3090
+    (issues #103, #104: RTX 3090s from 210 W up) log the same 9,501 MHz at each cap quoted there. A cap at or above the board power changes
     nothing here (the boost clock is then bounded by the voltage/frequency curve, not the power). A machine without a
     stated board power cannot be capped: ``ValueError``.
     """
