@@ -30,7 +30,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from estimator.gguf.header import GGUFHeader, TensorInfo
 from estimator.gguf.hparams import HParams, hparams
-from estimator.speed.hardware import Hardware, find_hardware
+from estimator.speed.hardware import Hardware, find_hardware, power_capped
 from estimator.speed.llamacpp import LlamaCppRun, QuantGemm, generation, prompt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,6 +227,25 @@ March 2025, about b4880). Before it the copies are in the source (b4400-era ``bu
 today's ``llm_build_gptneox`` (views), so the exact build the copies went is not known: every case here is older."""
 
 
+POWER_CAPS: dict[str, float] = {
+    "LLaMA 3/walkthrough_with_SSH.ipynb": 230,
+    "LLaMA 3/Gaming GPUs/3090_v3.ipynb": 370,
+    "LLaMA 3/Gaming GPUs/3080Ti_v3.ipynb": 350,
+    "LLaMA 3/Gaming GPUs/3080_v3.ipynb": 380,
+    "LLaMA 3/Gaming GPUs/3070_v3.ipynb": 220,
+    "LLaMA 3/Gaming GPUs/4070Ti_v3.ipynb": 285,
+}
+"""The board power limit each XiongjieDai notebook's first cell printed (``nvidia-smi``'s ``Pwr:Usage/Cap``, watts; the
+notebooks at commit aa72e0ec of github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference, which the runs' ``source.path``
+names): the run's stated setting, passed to :func:`estimator.speed.hardware.power_capped`. Only the second RTX 3090
+notebook's (walkthrough_with_SSH: "29W / 230W", driver 550.54.14, on an AMD EPYC 7702P host) is below its card's
+board power (350 W); the others are at or above theirs (3070 220 of 220 W, 3080 380 of 320, 3080 Ti 350 of 350, the
+first 3090 370 of 350, 4070 Ti 285 of 285) and run at the rated clock. Everything else the two 3090 notebooks print is
+the same kind: llama-bench defaults (ngl 99, no -fa, -b/-ub unset), ``GGML_CUDA_FORCE_MMQ: no``, ``CUDA_USE_TENSOR_CORES:
+yes``, ``make LLAMA_CUBLAS=1`` with nvcc 12.1 (CUDA graphs compiled in); builds 2824 and 2843 (May 2024, nine days
+apart). A run that states ``settings.power_limit_w`` (held-out files) takes that instead."""
+
+
 def _estimate(a: Arch, ftype: str, hw: Hardware, build: int, phase: str, n: int, **kw: object) -> tuple[float, float]:
     ts = tensors(a, ftype)
     hp = model_hparams(a, ts)
@@ -251,9 +270,19 @@ def figures(limit: int | None = None) -> list[Figure]:
     return out
 
 
+def _power_cap(r: dict) -> float | None:
+    """The board power limit the run states (:data:`POWER_CAPS`), or None."""
+    stated = r.get("settings", {}).get("power_limit_w") if isinstance(r.get("settings"), dict) else None
+    return float(stated) if stated else POWER_CAPS.get(str(r.get("source", {}).get("path", "")))
+
+
 def _fig(r: dict, model: str, a: Arch, ftype: str, hw_name: str, build: int, phase: str, n: int, measured: float,
          printed: float | None, note: str = "", **kw: object) -> Figure:
     hw = find_hardware(hw_name)
+    cap = _power_cap(r)
+    if cap is not None and hw.board_power_w is not None and cap < hw.board_power_w:
+        hw = power_capped(hw, cap)
+        note = "; ".join(x for x in (note, f"power cap {cap:g} W of {hw.board_power_w:g} W: SM clock x {hw.extra['sm_clock_share']}") if x)
     estimate, size = _estimate(a, ftype, hw, build, phase, n, **kw)
     return Figure(r["id"], f"{model} {ftype}", hw.name, phase, n, measured, estimate, printed, size, note)
 

@@ -3,7 +3,8 @@
 * the hardware table: at least 60 entries, each with its vendor source, every name and alias
   resolving to its own entry, the fit's GPU list built from it (old entries unchanged), derived
   peaks equal to the whitepapers' stated ones, PyTorch's own device table (``torch._inductor``)
-  agreeing where both list a device, Apple's working set equal to the values ggml-metal logged;
+  agreeing where both list a device, Apple's working set equal to the values ggml-metal logged; a board power cap's
+  SM clock against a capped RTX 3090's logged clock (and the bench passing each notebook's stated cap through);
 * the roofline: hand-derived cases (compute-bound, memory-bound, the kernel floor, launches hidden);
 * llama.cpp: the bytes one generated token reads are the GGUF tensors' bytes (one embedding row,
   every other matrix whole, an MoE's used experts) plus the KV cache read, counted here from the
@@ -30,7 +31,7 @@ from estimator.fit.gpus import GPUS, find_gpu
 from estimator.gguf.header import GGUFHeader, parse_header
 from estimator.gguf.hparams import hparams
 from estimator.speed.cost import OpCost, Phase, PhaseCost
-from estimator.speed.hardware import HARDWARE, Kind, apple_working_set, find_hardware
+from estimator.speed.hardware import HARDWARE, Kind, apple_working_set, find_hardware, power_capped
 from estimator.speed.llamacpp import (
     METAL_DEQUANT_SLOTS,
     METAL_QUARTER_RATE,
@@ -142,6 +143,41 @@ def test_derived_peaks_equal_the_whitepapers_and_pytorchs_device_table() -> None
         hw = find_hardware(ours)
         assert hw.bandwidth_bytes_s == pytest.approx(info.dram_bw_gbs * 1e9)
         assert hw.flops["bf16"] == pytest.approx(info.tops[torch.bfloat16] / info.tops_sparsity_factor * 1e12, rel=0.005)
+
+
+def test_a_power_cap_lowers_the_sm_clock_by_the_cube_root_and_leaves_the_memory() -> None:
+    """``power_capped``: P ~ V^2 f with V ~ f, so the clock a cap leaves is (cap / board power)^(1/3) of the rated boost.
+    Independent truth: a 350 W RTX 3090 capped at 315 W ran llama.cpp's pp8192 at a median SM clock of 1,635-1,650 MHz
+    (ninfer-3090 PR #72, nvidia-smi at 2 Hz, three runs); the model's clock, 1,695 MHz (the data sheet's boost, the one the
+    peaks are computed at) x the share, falls in that range. The memory clock stayed at 9,501 MHz in every sample: the
+    bandwidth is unchanged. A cap at or above the board power changes nothing; a card without a stated board power
+    cannot be capped."""
+    hw = find_hardware("RTX 3090")
+    assert hw.board_power_w == 350  # NVIDIA's 30-series spec page: Graphics Card Power 350 W
+    capped = power_capped(hw, 315)
+    share = capped.flops["fp16"] / hw.flops["fp16"]
+    assert 1635 <= 1695 * share <= 1650
+    assert all(capped.flops[k] / hw.flops[k] == pytest.approx(share) for k in hw.flops)
+    assert capped.bandwidth_bytes_s == hw.bandwidth_bytes_s and capped.memory_bytes == hw.memory_bytes
+    assert power_capped(hw, 230).flops["fp16"] / hw.flops["fp16"] == pytest.approx((230 / 350) ** (1 / 3))
+    assert power_capped(hw, 370) is hw and power_capped(hw, 350) is hw
+    with pytest.raises(ValueError, match="board power"):
+        power_capped(find_hardware("H100 SXM"), 300)
+
+
+def test_the_bench_runs_a_case_at_the_power_cap_its_notebook_states() -> None:
+    """bench.speed_accuracy passes each run's stated board power limit through (POWER_CAPS, from the notebooks'
+    nvidia-smi; a held-out run's ``settings.power_limit_w`` first); only a cap below the card's board power changes it."""
+    from bench.speed_accuracy import LLAMA3_8B, _fig
+
+    def ratio(path: str) -> float:
+        r = {"id": "x", "source": {"path": path}}
+        fig = _fig(r, "Meta-Llama-3-8B", LLAMA3_8B, "F16", "RTX 3090", 2843, "pp", 512, 1.0, None)
+        assert fig.estimate is not None
+        return fig.estimate
+
+    capped, first = ratio("LLaMA 3/walkthrough_with_SSH.ipynb"), ratio("LLaMA 3/Gaming GPUs/3090_v3.ipynb")
+    assert capped < first and first == ratio("elsewhere")  # 230 W of 350 lowers it; 370 W of 350 does not
 
 
 # ------------------------------------------------------------------ the roofline, by hand

@@ -229,6 +229,15 @@ for e in entries:
     e["gpu_link_bytes_s"] = int(nvlink / 2 * 1e9) if nvlink else None
     e["gpu_link_gpus"] = joined
     e["link_source"] = src + " ; " + PCIE_SRC
+# Board power (estimator.speed.hardware.power_capped): the power NVIDIA's spec pages state for the reference / Founders
+# Edition board, at which the rated boost clock of 'derived' is held; only for the cards whose power a measured run caps.
+BOARD_POWER = {"RTX 3070": (220, G30), "RTX 3080": (320, G30), "RTX 3080 Ti": (350, G30), "RTX 3090": (350, G30), "RTX 4070 Ti": (285, G40)}
+for e in entries:
+    if e["name"] in BOARD_POWER:
+        watts, page = BOARD_POWER[e["name"]]
+        label = "'Graphics Card Power (W)'" if page == G30 else "'Total Graphics Power (W)'"
+        e["board_power_w"] = watts
+        e["board_power_source"] = f"{page} (the full specs' {label}: {watts} W, the Founders Edition / reference board)"
 with open("estimator/fit/data/gpus.json", encoding="utf-8") as f:
     fit = {g["name"]: g for g in json.load(f)["gpus"]}
 for e in entries:

@@ -12,20 +12,23 @@ M1 Pro 16 GB 11453.25 MB (10^6) = 2/3 x 16 GiB; M2 24 GB 17179.89 MB = 2/3 x 24 
 21845.34 MiB = 2/3 x 32 GiB; M3 Max 36 GB 28991.03 MB = 3/4 x 36 GiB; M1 Max 64 GB 49152 MiB = 3/4 x
 64 GiB (public llama.cpp logs). That is :attr:`Hardware.usable_bytes` for Apple; ``sudo sysctl
 iogpu.wired_limit_mb`` raises it, which we cannot see.
+
+A GPU run under a board power limit below the vendor's board power (``nvidia-smi -pl``) is the same card at a lower SM
+clock: :func:`power_capped`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
 from importlib import resources
 
 from estimator.errors import BadOptionError, Option
 
-__all__ = ["HARDWARE", "Hardware", "Kind", "apple_working_set", "find_hardware", "hardware_names"]
+__all__ = ["HARDWARE", "Hardware", "Kind", "apple_working_set", "find_hardware", "hardware_names", "power_capped"]
 
 
 class Kind(str, Enum):
@@ -71,6 +74,9 @@ class Hardware:
     gpu_link_bytes_s: float | None = None
     gpu_link_gpus: int | None = None
     link_source: str = ""
+    # the board power the vendor's spec page states (NVIDIA's "Graphics Card Power" / "Total Graphics Power"), the power
+    # the boost clock of ``derived`` is rated at (:func:`power_capped`); ``board_power_source`` in ``extra`` says where
+    board_power_w: float | None = None
 
     @property
     def usable_bytes(self) -> int:
@@ -108,7 +114,7 @@ def _key(name: str) -> str:
 
 _FIELDS = {"name", "vendor", "kind", "memory_bytes", "bandwidth_bytes_s", "flops", "source", "stated", "aliases", "compute_units",
            "compute_capability", "native_bf16", "derived", "chip", "pcie_bytes_s", "pcie", "gpu_link_bytes_s", "gpu_link_gpus",
-           "link_source"}
+           "link_source", "board_power_w"}
 
 
 @lru_cache(maxsize=1)
@@ -141,3 +147,33 @@ def find_hardware(name: str) -> Hardware:
             return hw
     raise BadOptionError([Option("gpu"), f" {name!r} is not hardware we know: use one of {', '.join(hardware_names())}, or give "
                           "its memory with ", Option("gpu_memory"), " (no speed then)."], option="gpu")
+
+
+def power_capped(hw: Hardware, cap_w: float) -> Hardware:
+    """``hw`` under a board power limit of ``cap_w`` watts (``nvidia-smi -pl``; the ``Pwr:Usage/Cap`` column of
+    ``nvidia-smi``): every peak FLOP/s scaled by the SM clock the cap leaves, the memory bandwidth unchanged.
+
+    The clock: CMOS switching power is ``activity x capacitance x V^2 x f`` (Hennessy & Patterson, *Computer
+    Architecture: A Quantitative Approach*, 5th ed., section 1.5, "Trends in Power and Energy in Integrated
+    Circuits"), and GPU Boost lowers the voltage with the clock along the card's voltage/frequency curve (V ~ f), so
+    the power goes as ``f^3``. Taking the vendor's board power (:attr:`Hardware.board_power_w`) as the power at the
+    rated boost clock the peaks are computed from, a cap below it leaves ``(cap / board power)^(1/3)`` of that clock.
+    Counting the whole board power as the core's is the mildest reading: the memory's and the static share do not
+    shrink with the clock, so the core's own budget falls by more and the clock with it. A published measurement
+    agrees: a 3090 (350 W) capped at 315 W ran a llama.cpp ``pp8192`` prefill at a median SM clock of 1,635-1,650 MHz
+    over three runs (github.com/ashalliants/ninfer-3090 pull request #72, nvidia-smi sampled at 2 Hz), where this
+    gives 1,695 MHz x 0.9^(1/3) = 1,636 MHz.
+
+    The memory clock is not lowered by the cap: the same measurement logged 9,501 MHz (the compute P2 state's memory
+    clock) in every sample of the capped decode and prefill, and the power-cap sweeps of github.com/noonghunna/club-3090
+    (issues #103, #104: RTX 3090s from 210 W up) log the same 9,501 MHz at each cap quoted there. A cap at or above the board power changes
+    nothing here (the boost clock is then bounded by the voltage/frequency curve, not the power). A machine without a
+    stated board power cannot be capped: ``ValueError``.
+    """
+    if hw.board_power_w is None:
+        raise ValueError(f"{hw.name} states no board power: a power cap cannot be modelled")
+    clock = min(1.0, (cap_w / hw.board_power_w) ** (1 / 3))
+    if clock >= 1.0:
+        return hw
+    return replace(hw, flops={k: v * clock for k, v in hw.flops.items()},
+                   extra={**hw.extra, "power_cap_w": f"{cap_w:g}", "sm_clock_share": f"{clock:.4f}"})

@@ -602,7 +602,7 @@ def speed(tensors: Sequence[TensorInfo], hp: HParams, hardware: Hardware, *, n_p
 
 MEASURED_ERROR = {
     "tg": "bench.speed_accuracy on 44 public llama.cpp runs: median |error| 10.7%, 36 of 44 within +-20%",
-    "pp": "bench.speed_accuracy on 48 public llama.cpp runs: median |error| 17.8%, 38 of 48 within +-35% (mostly over: see docs/speed.md)",
+    "pp": "bench.speed_accuracy on 48 public llama.cpp runs: median |error| 17.8%, 42 of 48 within +-35% (mostly over: see docs/speed.md)",
 }
 """The bench's measured error beside each figure (``python -m bench.speed_accuracy``; bench/results/speed_accuracy.md)."""
 
