@@ -20,6 +20,9 @@ backward and optimizer step) on fake tensors. What this version simulates, row b
   (:mod:`estimator.peak.sim.prequant_marlin`); MXFP4 (gpt-oss) float rows, dequantized at load on CPU, on CUDA
   with triton_kernels' ``matmul_ogs`` modelled from its source (:mod:`estimator.peak.sim.prequant_mxfp4`);
   ``weights_held`` names the scheme and the kernel assumed.
+- training of pre-quantized checkpoints (:mod:`estimator.peak.sim.prequant_lora`, :func:`prequant_training_row`): as
+  transformers and peft train them (compressed-tensors and MXFP4 dequantized at load, fp8 dequantized on CPU and
+  as stored on CUDA); GPTQ, AWQ and other methods get a null ``peak_bytes`` and one note saying why.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -208,7 +211,8 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             periodicity = periodicities.setdefault(str(load_row.dtype), Periodicity())
         result = simulate_row(resolved, load, work, hardware, dtype, observe=observe, periodicity=periodicity)
         speed_answer, speed_note, costs = answer(result) if answer is not None else (None, None, None)
-        held, trained_note = load_row.weights_held, ()
+        held = load_row.weights_held
+        trained_note: tuple[str, ...] = ()
         if trained:
             from estimator.peak.sim import prequant_lora
 
