@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
              "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
     rows, worst = truth_rows(pairs, found)
     lines += rows
-    lines += ["", f"Worst error: {worst:.2%}.", "", *NOT_MEASURED]
+    lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN, "", *NOT_MEASURED]
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.only and not args.kinds:
@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+KNOWN = [
+    "mixtral_moe: peft has no default LoRA targets for Mixtral (the real run and the simulation refuse alike, the CLI asks",
+    "for --lora-targets); its ct_w4a16 load also fails in transformers 5.23's weight conversion of the MoE experts, as for",
+    "inference (bench/prequant_accuracy.py), so there is no truth.",
+]
 NOT_MEASURED = [
     "## Not measured here",
     "",
