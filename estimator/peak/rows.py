@@ -20,6 +20,9 @@ backward and optimizer step) on fake tensors. What this version simulates, row b
   (:mod:`estimator.peak.sim.prequant_marlin`); MXFP4 (gpt-oss) float rows, dequantized at load on CPU, on CUDA
   with triton_kernels' ``matmul_ogs`` modelled from its source (:mod:`estimator.peak.sim.prequant_mxfp4`);
   ``weights_held`` names the scheme and the kernel assumed.
+- training of pre-quantized checkpoints (:mod:`estimator.peak.sim.prequant_lora`, :func:`prequant_training_row`): as
+  transformers and peft train them (compressed-tensors and MXFP4 dequantized at load, fp8 dequantized on CPU and
+  as stored on CUDA); GPTQ, AWQ and other methods get a null ``peak_bytes`` and one note saying why.
 
 ``device="cuda"`` swaps PyTorch's attention function for the duration of a simulation, so
 simulations are serialised with a lock (the app serves requests from several threads).
@@ -179,6 +182,7 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
         from estimator.peak.sim.quantized import refusal
 
         prequantized = prequantized_row(resolved, work, dtype, load_row)  # estimator.peak.sim.prequant
+        trained = prequant_training_row(resolved, work, dtype, load_row)  # estimator.peak.sim.prequant_lora
         if prequantized and parallel is not None and parallel.strategy is not None:
             reason: str | None = (f"{dtype.value}: pre-quantized checkpoints are simulated on one device; under "
                                   f"{parallel.strategy} peak_bytes is null")
@@ -187,6 +191,8 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
 
             reason = cpu_refusal(resolved.config["quantization_config"], dtype.value,
                                  "cpu" if hardware.device is Device.CPU else "cuda") or row_refusal(dtype.value, _kernel(hardware))
+        elif trained:
+            reason = _training_refusal(resolved, work, dtype, hardware, parallel) or row_refusal(dtype.value, _kernel(hardware))
         else:
             reason = _why_not(dtype, work) or refusal(resolved, load_row, dtype, parallel) \
                 or row_refusal(dtype.value, _kernel(hardware))  # estimator.peak.kernels.attention
@@ -194,7 +200,7 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             rows.append(replace(load_row, notes=(*load_row.notes, reason)))
             continue
         if parallel is not None and parallel.strategy is not None:
-            model, recipe = _model_and_recipe(resolved, load, work, dtype)
+            model, recipe = _model_and_recipe(resolved, load, work, dtype, "cpu" if hardware.device is Device.CPU else "cuda")
             rows.append(_parallel_row(resolved, load_row, model, work, hardware, parallel, recipe))
             continue
         observe, answer = speed(dtype) if speed is not None else (None, None)
@@ -206,6 +212,14 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
         result = simulate_row(resolved, load, work, hardware, dtype, observe=observe, periodicity=periodicity)
         speed_answer, speed_note, costs = answer(result) if answer is not None else (None, None, None)
         held = load_row.weights_held
+        trained_note: tuple[str, ...] = ()
+        if trained:
+            from estimator.peak.sim import prequant_lora
+
+            built_in, _ = _prequant_plan(resolved, load, dtype)
+            on = "cpu" if hardware.device is Device.CPU else "cuda"
+            held = prequant_lora.held_label(resolved.config["quantization_config"], on, built_in.value)
+            trained_note = (prequant_lora.note(resolved.config["quantization_config"], on, built_in.value),)
         if prequantized:
             from estimator.peak.sim.prequant import held_label
 
@@ -222,7 +236,8 @@ def peak_rows(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: Hard
             runtime_overhead=None if result.allocator_overhead is None else dict(result.allocator_overhead),
             outputs_kept_bytes=result.outputs_kept_bytes,
             method=result.method,
-            notes=(*load_row.notes, *result.notes, *((beyond,) if beyond else ()), *((speed_note,) if speed_note else ())),
+            notes=(*load_row.notes, *trained_note, *result.notes, *((beyond,) if beyond else ()),
+                   *((speed_note,) if speed_note else ())),
         ))
     return tuple(rows)
 
@@ -236,7 +251,7 @@ def simulate_row(resolved: Resolved, load: LoadSpec, work: WorkSpec, hardware: H
     :func:`~estimator.peak.engine.simulate_peak` (the per-op cost counter, :mod:`estimator.speed.trace`);
     ``periodicity``: one holder for the fit search's simulations of this row (see ``simulate_peak``)."""
 
-    model, recipe = _model_and_recipe(resolved, load, work, dtype)
+    model, recipe = _model_and_recipe(resolved, load, work, dtype, "cpu" if hardware.device is Device.CPU else "cuda")
     used = set_attention(model, _kernel(hardware))  # the attention kernel (estimator.peak.kernels.attention)
     with _SIMULATION_LOCK, _lora_targets_worded(resolved), attention_kernel(_kernel(hardware)):
         result = simulate_peak(
@@ -306,12 +321,18 @@ def media_request(resolved: Resolved, work: WorkSpec) -> Media | None:
                  processor=processor, video_preprocessor=resolved.extra.get("video_preprocessor_config"))
 
 
-def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType) -> tuple[nn.Module, Recipe | None]:
+def _model_and_recipe(resolved: Resolved, load: LoadSpec, work: WorkSpec, dtype: DType,
+                      device: str = "cpu") -> tuple[nn.Module, Recipe | None]:
     """The meta model a row's step runs on, built in the dtype its recipe asks for, and the recipe (training only)."""
 
     built_in, recipe = recipe_for(dtype, work, load.bnb_compute_dtype) if work.mode is Mode.TRAINING else (dtype, None)
     if prequantized_row(resolved, work, dtype, None):
         built_in, recipe = _prequant_plan(resolved, load, dtype)
+    elif prequant_training_row(resolved, work, dtype, None):  # trained as its scheme loads for training
+        from estimator.peak.sim.prequant_lora import training_recipe
+
+        built_in, recipe = recipe_for(_prequant_plan(resolved, load, dtype)[0], work)
+        recipe = training_recipe(resolved.config["quantization_config"], device, recipe)
     elif work.mode is not Mode.TRAINING and dtype in (DType.INT8, DType.INT4):
         from estimator.peak.sim.quantized import inference_plan
 
@@ -339,6 +360,41 @@ def prequantized_row(resolved: Resolved, work: WorkSpec, dtype: DType, load_row:
         bits = resolved.config["quantization_config"].get("bits", 4)
         return dtype is (DType.INT4 if bits == 4 else DType.INT8)
     return dtype in (DType.INT8, DType.INT4) and scheme is Scheme.COMPRESSED_TENSORS
+
+
+def prequant_training_row(resolved: Resolved, work: WorkSpec, dtype: DType, load_row: Row | None) -> bool:
+    """Whether this training row is a pre-quantized checkpoint's (a ``quantization_config`` other than bitsandbytes',
+    whose int rows are QLoRA's), trained as :mod:`estimator.peak.sim.prequant_lora` says (or refused there, in one
+    line): its float rows, and the row of its own width (an fp8 checkpoint's float8 row, a compressed-tensors one's
+    int4 / int8 row) where the load row has figures."""
+    from estimator.peak.sim.prequant import Scheme, scheme_of
+
+    declared = resolved.config.get("quantization_config")
+    if (work.mode is not Mode.TRAINING or not isinstance(declared, dict)
+            or str(declared.get("quant_method") or "bitsandbytes") == "bitsandbytes"):
+        return False
+    if dtype in _SIMULATED_DTYPES:
+        return True
+    if load_row is not None and load_row.total_bytes is None:
+        return False
+    scheme = scheme_of(declared)
+    if dtype is DType.FLOAT8:
+        return scheme is Scheme.FP8
+    return dtype in (DType.INT8, DType.INT4) and scheme is Scheme.COMPRESSED_TENSORS
+
+
+def _training_refusal(resolved: Resolved, work: WorkSpec, dtype: DType, hardware: HardwareSpec,
+                      parallel: ParallelSpec | None) -> str | None:
+    """Why a pre-quantized checkpoint's training row has no peak (:func:`prequant_training_row`), else None."""
+    from estimator.peak.sim import prequant_lora
+
+    declared = resolved.config["quantization_config"]
+    on = "cpu" if hardware.device is Device.CPU else "cuda"
+    found = prequant_lora.refusal(declared, dtype.value, on, lora=work.training.lora_rank is not None)
+    if found is None and prequant_lora.as_stored(declared, on) and parallel is not None and parallel.strategy is not None:
+        return (f"{dtype.value}: a pre-quantized checkpoint trained as stored is simulated on one device; under "
+                f"{parallel.strategy} peak_bytes is null")
+    return found
 
 
 def _prequant_plan(resolved: Resolved, load: LoadSpec, dtype: DType) -> tuple[DType, Recipe]:

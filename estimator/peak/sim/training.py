@@ -60,7 +60,8 @@ class Recipe:
     kbit: bool = False  # QLoRA: the base is a bitsandbytes-quantized model
     kbit_bits: int = 4  # with kbit: 4 (load_in_4bit, nf4) or 8 (load_in_8bit, LLM.int8()); inference uses it too
     adapters_in_float32: bool = True  # peft's autocast_adapter_dtype (off for a pure 16-bit step)
-    # a pre-quantized checkpoint's quantization_config as JSON text (estimator.peak.sim.prequant); inference only
+    # a pre-quantized checkpoint's quantization_config as JSON text (estimator.peak.sim.prequant): its layers, in
+    # inference, and in training where they are trained as stored (estimator.peak.sim.prequant_lora)
     prequantized: str | None = None
 
     def describe(self) -> str:

@@ -1,0 +1,122 @@
+"""The CPU allocator's real peak of LoRA training on pre-quantized checkpoints, loaded and trained as a user's script does.
+
+``python -m testkit.prequant_lora_truth CASE KIND`` prints one JSON line with ``peak_bytes``: the maximum "Total
+Allocated" of ``torch.profiler``'s memory events inside the training window (run it in a fresh process). The
+checkpoint of the case and kind is made as :mod:`testkit.prequant_truth` makes it (quantized for real on CPU,
+saved); inside the profiled region it is loaded as transformers says to load it for fine-tuning:
+
+- ``ct_w4a16``, ``ct_fp8``: ``from_pretrained(tmp, dtype=torch.bfloat16,
+  quantization_config=CompressedTensorsConfig(dequantize=True))`` (a default load of the packed W4A16 layers
+  cannot take peft's LoRA: checked here, :func:`default_load_refused`);
+- ``fp8_block``: ``from_pretrained(tmp, dtype=torch.bfloat16)`` (no GPU: transformers dequantizes it);
+- ``mxfp4``: ``from_pretrained(tmp, dtype=torch.bfloat16, quantization_config=Mxfp4Config(dequantize=True))``;
+
+the run checks that the loaded model is the plain one (no quantizer left), makes every tensor resident
+(:func:`testkit.prequant_truth.resident`), then ``get_peft_model(model, LoraConfig(r=8))`` (peft's default targets;
+:data:`TARGETS` where peft has none) and, in the window, two steps of ``torch.optim.AdamW`` under
+``torch.autocast("cpu", torch.bfloat16)`` (:func:`testkit.training_truth.train_step`).
+
+Nothing here calls the estimator's quantization code; :func:`simulate` is the estimator's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from testkit.prequant_truth import KINDS, QUANTIZATION_CONFIGS, case_of, cases_for, make_checkpoint, resident
+from testkit.truth import trace_events, window_peak
+
+__all__ = ["KINDS", "LORA_RANK", "SEQ_LEN", "TARGETS", "cases_for", "default_load_refused", "measure", "simulate"]
+
+_WORK = "prequant_lora_work"
+LORA_RANK = 8
+SEQ_LEN = 128
+# peft has no default LoRA targets for these architectures
+TARGETS: dict[str, tuple[str, ...]] = {"phi3": ("qkv_proj", "o_proj"), "gpt_oss": ("q_proj", "k_proj", "v_proj", "o_proj"),
+                                       "gpt_oss_swa": ("q_proj", "k_proj", "v_proj", "o_proj")}
+
+
+def _load(folder: str, kind: str) -> Any:
+    from transformers import AutoModelForCausalLM
+    from transformers.utils.quantization_config import CompressedTensorsConfig, Mxfp4Config
+
+    extra: dict[str, Any] = {}
+    if kind.startswith("ct_"):
+        extra["quantization_config"] = CompressedTensorsConfig(dequantize=True)
+    elif kind == "mxfp4":
+        extra["quantization_config"] = Mxfp4Config(dequantize=True)
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, **extra)
+
+
+def measure(case_name: str, kind: str) -> dict[str, int]:
+    from peft import LoraConfig, get_peft_model
+
+    from estimator.peak.inputs.providers import workload_for
+    from testkit.training_truth import train_step
+
+    case = case_of(case_name)
+    with tempfile.TemporaryDirectory() as tmp:
+        make_checkpoint(case_name, kind, tmp)
+        torch.manual_seed(0)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            model = _load(tmp, kind)
+            assert not getattr(model, "is_quantized", False) and getattr(model, "hf_quantizer", None) is None, kind
+            resident(model)
+            wl = workload_for(model, batch_size=case.batch_size, seq_len=SEQ_LEN)
+            inputs = wl.make_inputs()
+            targets = list(TARGETS[case_name]) if case_name in TARGETS else None
+            model = get_peft_model(model, LoraConfig(r=LORA_RANK, target_modules=targets))
+            model.train()
+            opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+            with record_function(_WORK):
+                for _ in range(2):
+                    train_step(model, wl, inputs, opt, torch.bfloat16)
+            del opt, model
+    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
+
+
+def default_load_refused(case_name: str = "llama_gqa") -> str:
+    """peft's refusal of a compressed-tensors W4A16 checkpoint loaded as stored (the default ``dequantize=False``):
+    the error ``get_peft_model`` raises (the test checks it is peft's AttributeError on the packed layer)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    with tempfile.TemporaryDirectory() as tmp:
+        make_checkpoint(case_name, "ct_w4a16", tmp)
+        model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.bfloat16)
+        try:
+            get_peft_model(model, LoraConfig(r=LORA_RANK))
+        except AttributeError as exc:
+            return str(exc)
+    raise AssertionError("peft wrapped the packed layers")
+
+
+def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:
+    """The estimator's simulation of the same run: the case built on meta in bfloat16 from its config alone, the
+    LoRA recipe a bfloat16 row gets (``estimator.peak.rows.recipe_for``), as the checkpoint's scheme trains it
+    (:func:`estimator.peak.sim.prequant_lora.training_recipe`)."""
+    from estimator.peak import simulate_peak
+    from estimator.peak.sim.prequant_lora import training_recipe
+    from estimator.peak.sim.training import Recipe
+
+    case = case_of(case_name)
+    with torch.device("meta"):
+        built = case.build()
+        model = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]
+    recipe = training_recipe(QUANTIZATION_CONFIGS[kind], device,
+                             Recipe(optimizer="adamw", autocast_dtype=torch.bfloat16, lora_rank=LORA_RANK,
+                                    lora_targets=TARGETS.get(case_name)))
+    result = simulate_peak(model, mode="training", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
+                           seq_len=SEQ_LEN, recipe=recipe)
+    return {"peak_bytes": result.peak_bytes, "components": result.components, "method": result.method,
+            "notes": list(result.notes)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(sys.argv[1], sys.argv[2])))
