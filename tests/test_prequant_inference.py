@@ -192,12 +192,24 @@ def test_cli_rows_of_torchao_checkpoints(results: dict[tuple[str, str, str], Any
     assert row["weights_held"] == ("torchao IntxWeightOnlyConfig int4, PerGroup 32 as stored (torchao tensor subclasses); "
                                    "torchao's own linear")
     int4 = {**QUANTIZATION_CONFIGS["ao_int4"], "quant_type": {"default": {"_type": "Int4WeightOnlyConfig", "_version": 2, "_data": {
-        "group_size": 128, "int4_packing_format": {"_type": "Int4PackingFormat", "_data": "TILE_PACKED_TO_4D"}}}}}
+        "group_size": 32, "int4_packing_format": {"_type": "Int4PackingFormat", "_data": "TILE_PACKED_TO_4D"},
+        "int4_choose_qparams_algorithm": {"_type": "Int4ChooseQParamsAlgorithm", "_data": "HQQ"}}}}}
     (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": int4}))
-    for device in ("cpu", "cuda"):
-        (row,) = _cli(tmp_path, "--device", device, "--dtypes", "bfloat16")
-        assert row["peak_bytes"] is None, row
-        assert any("torchao Int4WeightOnlyConfig (tile_packed_to_4d) layers run tinygemm" in n for n in row["notes"]), row["notes"]
+    (cpu,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    assert cpu["peak_bytes"] is None, cpu
+    assert any("torchao Int4WeightOnlyConfig (tile_packed_to_4d) layers run tinygemm (aten._weight_int4pack_mm, no CPU "
+               "kernel), which cannot run on CPU" in n for n in cpu["notes"]), cpu["notes"]
+    cuda, half = _cli(tmp_path, "--device", "cuda", "--dtypes", "bfloat16", "float16")
+    assert cuda["method"] == "simulated" and half["peak_bytes"] is None, (cuda, half)
+    assert cuda["weights_held"] == ("torchao Int4WeightOnlyConfig tile_packed_to_4d group 32 as stored (torchao tensor "
+                                    "subclasses); torchao's own linear")
+    # tinygemm's layout, by hand (torch's _convert_weight_to_int4pack: [n/8][k/(8*16)][32][4] int32 of in_features
+    # padded to 1024, out_features to 8; scales and zeros [k/32][n][2] bfloat16): q, k, v, o, gate, up, down
+    linears = [(64, 64), (32, 64), (32, 64), (64, 64), (128, 64), (128, 64), (64, 128)]
+    packed = sum(n * -(-k // 1024) * 1024 // 2 + -(-k // 1024) * 1024 // 32 * n * 2 * 2 for n, k in linears)
+    # embeddings, lm_head, norms, rotary inv_freq and original_inv_freq (head_dim 16: 8 float32 each)
+    plain = 2 * 1000 * 64 * 2 + (2 * 2 + 1) * 64 * 2 + 2 * 8 * 4
+    assert cuda["components"]["weights"] == 2 * packed + plain
 
 
 @pytest.mark.parametrize("kind", ["ao_int4", "ao_int8"])
