@@ -104,9 +104,11 @@ class StorageTracker(TorchDispatchMode):
     def register(self, tensor: torch.Tensor, component: Component) -> None:
         """Track a tensor that already exists (weights, inputs) or relabel a tracked one; a tensor subclass that
         wraps others (torchao's quantized weights) is the tensors it holds."""
-        if is_traceable_wrapper_subclass(tensor):
+        if is_traceable_wrapper_subclass(tensor) and not hasattr(tensor, "_local_tensor"):  # a DTensor: see _see
             for name in tensor.__tensor_flatten__()[0]:
-                self.register(getattr(tensor, name), component)
+                inner = getattr(tensor, name)
+                if isinstance(inner, torch.Tensor):
+                    self.register(inner, component)
             return
         rec = self._see(tensor, component)
         if rec is not None:
