@@ -1,4 +1,4 @@
-"""Benchmark: pre-quantized checkpoints (compressed-tensors W4A16 and FP8, fine-grained fp8, MXFP4), simulated CPU peak vs
+"""Benchmark: pre-quantized checkpoints (compressed-tensors W4A16 and FP8, fine-grained fp8, MXFP4, torchao), simulated CPU peak vs
 the CPU allocator's measured peak.
 
 ``python -m bench.prequant_accuracy [--out bench/results/prequant_accuracy.md] [--only CASE[,CASE]] [--kinds KIND[,KIND]]``
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import compressed_tensors
 import torch
+import torchao
 import transformers
 
 from bench._smoke import SMOKE_HELP
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     found = run_truth_jobs("testkit.prequant_truth", [(side, c, k) for c, k in pairs for side in ("truth", "sim")], processes=2)
     lines = ["# Pre-quantized checkpoints: simulated peak vs measured on CPU", "",
              f"torch {torch.__version__}, transformers {transformers.__version__}, compressed-tensors "
-             f"{compressed_tensors.__version__}; `python -m bench.prequant_accuracy` ({time.perf_counter() - start:.0f} s).", "",
+             f"{compressed_tensors.__version__}, torchao {torchao.__version__}; `python -m bench.prequant_accuracy` ({time.perf_counter() - start:.0f} s).", "",
              "Each case: the tiny model quantized for real on CPU and saved as the kind's checkpoint, loaded with "
              "`from_pretrained(dtype=torch.bfloat16)` and run with `generate` (prefill + 32 new tokens) under "
              "`torch.profiler` (testkit/prequant_truth.py), against the simulation from the config alone.", "",
@@ -71,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
               "layout); ct_fp8 = compressed-tensors naive-quantized float8_e4m3fn weights per channel (FP8 W8A16); fp8_block = "
               "transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's), which transformers dequantizes on CPU while loading; "
               "mxfp4 = gpt-oss's MoE experts as MXFP4 blocks and scales (gpt_oss, gpt_oss_swa only), which transformers "
-              "dequantizes on CPU while loading.",
+              "dequantizes on CPU while loading; ao_int8 = torchao Int8WeightOnlyConfig (per row), ao_int4 = torchao "
+              "IntxWeightOnlyConfig int4 (groups of 32, unpacked_to_int8), quantized by torchao through transformers' "
+              "TorchAoConfig and saved with save_pretrained.",
               "gpt2 is left out: its Conv1D layers are not nn.Linear, so neither format quantizes anything in it.", "",
               *CUDA_ONLY]
     text = "\n".join(lines) + "\n"
@@ -101,8 +104,12 @@ CUDA_ONLY = [
     "huggingface/kernels-community's gpt-oss-triton-kernels (the Hub kernel transformers loads).",
     "  gpt-oss-20b (tests/data/vllm_runs/configs/openai__gpt-oss-20b, config only), `--mode inference --device cuda "
     "--dtypes bfloat16 --batch-size 1 --seq-len 1024 --max-new-tokens 32`: weights 12.83 GiB, peak 13.29 GiB.",
-    "- GPTQ / AWQ on CPU and their other kernels (ExLlama v2, Triton), torchao: not simulated (their rows keep the stored load "
+    "- GPTQ / AWQ on CPU and their other kernels (ExLlama v2, Triton): not simulated (their rows keep the stored load "
     "figures and a null peak with a note).",
+    "- torchao Int4WeightOnlyConfig `tile_packed_to_4d` on `--device cuda` (bfloat16): torchao's own Int4TilePackedTo4dTensor "
+    "built on fakes, its linear through `aten._weight_int4pack_mm`'s meta kernel; PyTorch `aten/src/ATen/native/cuda/int4mm.cu` "
+    "`_weight_int4pack_mm_cuda` allocates only `C_final = at::empty({m, n})`. Other Int4WeightOnlyConfig formats (plain / "
+    "preshuffled: mslk; plain_int32: XPU / NPU) and tile_packed_to_4d on CPU (no CPU kernel): a null peak with the reason.",
 ]
 
 

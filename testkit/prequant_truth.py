@@ -18,7 +18,10 @@ with ``from_pretrained(tmp, dtype=torch.bfloat16)`` (transformers picks the quan
 - ``mxfp4``: gpt-oss's layout, on the gpt-oss cases only (:data:`MXFP4_CASES`, :func:`cases_for`): each MoE
   expert tensor stored as ``*_blocks`` (4-bit e2m1 values, two per uint8, 32 per block) and ``*_scales`` (one
   e8m0 uint8 exponent per block), written with torch (:func:`mxfp4_blocks`); the rest in bfloat16. On CPU
-  transformers' ``Mxfp4HfQuantizer`` dequantizes the experts while loading.
+  transformers' ``Mxfp4HfQuantizer`` dequantizes the experts while loading;
+- ``ao_int8`` / ``ao_int4``: torchao ``Int8WeightOnlyConfig`` (per row) and ``IntxWeightOnlyConfig`` (int4, groups
+  of 32, ``unpacked_to_int8``), quantized by torchao itself through transformers' ``TorchAoConfig`` and saved with
+  ``save_pretrained`` (:func:`_torchao`); loaded, each quantized weight is torchao's tensor subclass.
 
 Nothing here calls the estimator's quantization code; :func:`simulate` is the estimator's answer.
 """
@@ -45,6 +48,8 @@ GROUP = 32  # the small cases' hidden size is 64: groups of 32 divide every Line
 
 _CT_COMMON = {"quant_method": "compressed-tensors", "quantization_status": "compressed", "ignore": ["lm_head"],
               "kv_cache_scheme": None, "sparsity_config": {}, "transform_config": {}}
+_AO_COMMON = {"quant_method": "torchao", "include_input_output_embeddings": False, "modules_to_not_convert": None,
+              "untie_embedding_weights": False}
 QUANTIZATION_CONFIGS: dict[str, dict[str, Any]] = {
     "ct_w4a16": {**_CT_COMMON, "format": "pack-quantized", "config_groups": {"group_0": {
         "format": "pack-quantized", "targets": ["Linear"], "input_activations": None, "output_activations": None,
@@ -54,6 +59,16 @@ QUANTIZATION_CONFIGS: dict[str, dict[str, Any]] = {
         "format": "naive-quantized", "targets": ["Linear"], "input_activations": None, "output_activations": None,
         "weights": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False}}}},
     "fp8_block": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]},
+    # torchao 0.18 through transformers' TorchAoConfig, as save_pretrained writes it into config.json
+    "ao_int8": {**_AO_COMMON, "quant_type": {"default": {"_type": "Int8WeightOnlyConfig", "_version": 2, "_data": {
+        "granularity": {"_type": "PerRow", "_version": 1, "_data": {"dim": -1}}, "group_size": None,
+        "set_inductor_config": True}}}},
+    "ao_int4": {**_AO_COMMON, "quant_type": {"default": {"_type": "IntxWeightOnlyConfig", "_version": 2, "_data": {
+        "granularity": {"_type": "PerGroup", "_version": 1, "_data": {"group_size": GROUP}},
+        "intx_choose_qparams_algorithm": {"_type": "IntxChooseQParamsAlgorithm", "_data": "AFFINE"},
+        "intx_packing_format": {"_type": "IntxPackingFormat", "_data": "UNPACKED_TO_INT8"},
+        "mapping_type": {"_type": "MappingType", "_data": "SYMMETRIC"}, "scale_dtype": None,
+        "weight_dtype": {"_type": "torch.dtype", "_data": "int4"}}}}},
     # openai/gpt-oss-20b's config.json
     "mxfp4": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
                                                                   "model.embed_tokens", "lm_head"]},
@@ -103,6 +118,9 @@ def make_checkpoint(case_name: str, kind: str, folder: str) -> None:
         return
     if kind == "mxfp4":
         _mxfp4(model, folder)
+        return
+    if kind.startswith("ao_"):
+        _torchao(model, kind, folder)
         return
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
@@ -176,6 +194,19 @@ def _mxfp4(model: nn.Module, folder: str) -> None:
     _write_quantization_config(folder, QUANTIZATION_CONFIGS["mxfp4"])
 
 
+def _torchao(model: nn.Module, kind: str, folder: str) -> None:
+    """torchao's own quantization on CPU, as its model cards show it: ``from_pretrained(..., quantization_config=
+    TorchAoConfig(config))`` on the bfloat16 checkpoint, then ``save_pretrained`` (safetensors, the torchao
+    tensor subclasses flattened into their parts with their metadata)."""
+    from transformers import AutoModelForCausalLM, TorchAoConfig
+
+    with tempfile.TemporaryDirectory() as plain:
+        model.save_pretrained(plain)  # type: ignore[operator]
+        quantized = AutoModelForCausalLM.from_pretrained(plain, dtype=torch.bfloat16,
+                                                         quantization_config=TorchAoConfig.from_dict(QUANTIZATION_CONFIGS[kind]))
+        quantized.save_pretrained(folder)
+
+
 def _write_quantization_config(folder: str, qc: dict[str, Any]) -> None:
     path = Path(folder) / "config.json"
     config = json.loads(path.read_text())
@@ -210,10 +241,18 @@ def measure(case_name: str, kind: str) -> dict[str, int]:
 def resident(model: nn.Module) -> None:
     """Copy every parameter and buffer into allocated memory: tensors that the loader took as they are from the
     memory-mapped file (the packed int32 and float8 ones, and any stored in the load dtype) are pages of the file,
-    which the CPU allocator never sees; on a GPU, and once read, they are memory like any other."""
+    which the CPU allocator never sees; on a GPU, and once read, they are memory like any other. A tensor subclass
+    holding others (torchao's quantized weights) gets copies of the tensors it holds (``.data =`` would swap only
+    the wrapper, leaving its parts the file's pages)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
     with torch.no_grad():
         for tensor in [*model.parameters(), *model.buffers()]:
-            tensor.data = tensor.data.clone()
+            if is_traceable_wrapper_subclass(tensor):
+                for name in tensor.__tensor_flatten__()[0]:
+                    setattr(tensor, name, getattr(tensor, name).clone())
+            else:
+                tensor.data = tensor.data.clone()
 
 
 def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Pre-quantized checkpoints: the simulated CPU peak against the allocator's real peak of the same run.
 
 Each truth is a real run in a fresh process (``testkit/prequant_truth.py``): a tiny model quantized for real on
-CPU (compressed-tensors' own packing; the fine-grained fp8 and gpt-oss's MXFP4 layouts written with torch), saved, loaded inside
+CPU (compressed-tensors' and torchao's own quantization; the fine-grained fp8 and gpt-oss's MXFP4 layouts written with
+torch), saved, loaded inside
 ``torch.profiler`` with ``from_pretrained(dtype=torch.bfloat16)`` and run with ``generate`` (prefill and 32 new
 tokens); the maximum "Total Allocated" of the work's window. The simulation (``simulate_peak`` with the
 checkpoint's ``quantization_config``, :mod:`estimator.peak.sim.prequant`), built from the config alone, must be
@@ -27,6 +28,8 @@ GRID: dict[str, tuple[str, ...]] = {
     "ct_fp8": ("phi3",),
     "fp8_block": ("llama_gqa",),
     "mxfp4": ("gpt_oss_swa",),
+    "ao_int4": ("llama_gqa",),
+    "ao_int8": ("qwen3",),
 }
 PAIRS = [(kind, case) for kind, cases in GRID.items() for case in cases]
 _SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, "hidden_size": 64,
@@ -175,3 +178,74 @@ def test_mxfp4_dequantized_experts_are_the_plain_experts() -> None:
         codes = torch.stack((blocks & 0x0F, blocks >> 4), dim=-1).flatten(-2).long()  # even element: low nibble
         values = torch.tensor(FP4_VALUES)[codes] * torch.exp2(scales.float() - 127)[..., None]
         assert torch.equal(found, values.flatten(-2).transpose(1, 2).to(torch.bfloat16))
+
+
+def test_cli_rows_of_torchao_checkpoints(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
+    """A local torchao IntxWeightOnlyConfig int4 config: the bfloat16 row is the simulation the truth above checks
+    and names the config; an Int4WeightOnlyConfig one (CUDA-only kernels) keeps a null peak and says why."""
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS
+
+    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS["ao_int4"]}))
+    (row,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    measured = results[("truth", "llama_gqa", "ao_int4")]["peak_bytes"]
+    assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
+    assert row["weights_held"] == ("torchao IntxWeightOnlyConfig int4, PerGroup 32 as stored (torchao tensor subclasses); "
+                                   "torchao's own linear")
+    int4 = {**QUANTIZATION_CONFIGS["ao_int4"], "quant_type": {"default": {"_type": "Int4WeightOnlyConfig", "_version": 2, "_data": {
+        "group_size": 32, "int4_packing_format": {"_type": "Int4PackingFormat", "_data": "TILE_PACKED_TO_4D"},
+        "int4_choose_qparams_algorithm": {"_type": "Int4ChooseQParamsAlgorithm", "_data": "HQQ"}}}}}
+    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": int4}))
+    (cpu,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    assert cpu["peak_bytes"] is None, cpu
+    assert any("torchao Int4WeightOnlyConfig (tile_packed_to_4d) layers run tinygemm (aten._weight_int4pack_mm, no CPU "
+               "kernel), which cannot run on CPU" in n for n in cpu["notes"]), cpu["notes"]
+    cuda, half = _cli(tmp_path, "--device", "cuda", "--dtypes", "bfloat16", "float16")
+    assert cuda["method"] == "simulated" and half["peak_bytes"] is None, (cuda, half)
+    assert cuda["weights_held"] == ("torchao Int4WeightOnlyConfig tile_packed_to_4d group 32 as stored (torchao tensor "
+                                    "subclasses); torchao's own linear")
+    # tinygemm's layout, by hand (torch's _convert_weight_to_int4pack: [n/8][k/(8*16)][32][4] int32 of in_features
+    # padded to 1024, out_features to 8; scales and zeros [k/32][n][2] bfloat16): q, k, v, o, gate, up, down
+    linears = [(64, 64), (32, 64), (32, 64), (64, 64), (128, 64), (128, 64), (64, 128)]
+    packed = sum(n * -(-k // 1024) * 1024 // 2 + -(-k // 1024) * 1024 // 32 * n * 2 * 2 for n, k in linears)
+    # embeddings, lm_head, norms, rotary inv_freq and original_inv_freq (head_dim 16: 8 float32 each)
+    plain = 2 * 1000 * 64 * 2 + (2 * 2 + 1) * 64 * 2 + 2 * 8 * 4
+    assert cuda["components"]["weights"] == 2 * packed + plain
+
+
+@pytest.mark.parametrize("kind", ["ao_int4", "ao_int8"])
+def test_torchao_weights_held_are_the_loaded_ones(kind: str, tmp_path: Path) -> None:
+    """The torchao subclasses built on the fakes hold exactly the bytes of the real checkpoint's loaded weights
+    (torchao quantizing for real on CPU, saved and loaded with ``from_pretrained``), part by part; and the config the
+    simulation reads is the one ``save_pretrained`` wrote."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    from transformers import AutoModelForCausalLM
+
+    from estimator.peak.sim.materialize import materialize
+    from estimator.peak.sim.prequant_torchao import quantize
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS, case_of, make_checkpoint
+
+    make_checkpoint("llama_gqa", kind, str(tmp_path))
+    assert json.loads((tmp_path / "config.json").read_text())["quantization_config"] == QUANTIZATION_CONFIGS[kind]
+    real = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    with torch.device("meta"):
+        built = case_of("llama_gqa").build()
+        fake = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]
+    fake_mode = FakeTensorMode()
+    materialize(fake, fake_mode)
+    quantize(fake, fake_mode, QUANTIZATION_CONFIGS[kind])
+
+    def parts(model: torch.nn.Module) -> dict[str, tuple[str, tuple[int, ...], torch.dtype]]:
+        found = {}
+        for name, tensor in model.state_dict().items():
+            subclass = is_traceable_wrapper_subclass(tensor)
+            for part in tensor.__tensor_flatten__()[0] if subclass else [""]:
+                t = getattr(tensor, part) if subclass else tensor
+                found[f"{name}.{part}"] = (type(tensor).__name__ if subclass else "plain", tuple(t.shape), t.dtype)
+        return found
+
+    held, loaded = parts(fake), parts(real)
+    assert held == loaded
+    quantized = {name.rsplit(".", 1)[0] for name, (kind_, _, _) in loaded.items() if kind_ != "plain"}
+    assert len(quantized) == 14, quantized  # 2 layers x (q, k, v, o, gate, up, down); lm_head and embeddings as stored

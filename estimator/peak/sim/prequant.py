@@ -51,7 +51,13 @@ Schemes, and how each one runs:
   stand-in holds and allocates what its published source says (:mod:`estimator.peak.sim.prequant_mxfp4`, where
   each size is cited).
 
-Other methods (GPTQ / AWQ variants Marlin does not take, bitsandbytes stored checkpoints, torchao)
+- ``torchao`` (``Int8WeightOnlyConfig``, ``IntxWeightOnlyConfig`` int1-8 ``unpacked_to_int8``): each quantized
+  ``nn.Linear`` weight is torchao's tensor subclass, made on the fakes by torchao's own ``quantize_`` with the
+  checkpoint's config; its own ``linear`` runs (:mod:`estimator.peak.sim.prequant_torchao`). Other torchao configs
+  (``Int4WeightOnlyConfig``'s CUDA-only kernels among them) keep a null peak with the reason
+  (:func:`cpu_refusal`).
+
+Other methods (GPTQ / AWQ variants Marlin does not take, bitsandbytes stored checkpoints)
 are not simulated here: :func:`scheme_of` answers None for them and the row says so.
 """
 
@@ -84,6 +90,7 @@ class Scheme(enum.Enum):
     GPTQ = "gptq"
     AWQ = "awq"
     MXFP4 = "mxfp4"
+    TORCHAO = "torchao"
 
 
 def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
@@ -97,6 +104,8 @@ def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
         return Scheme.MXFP4
     if method in (Scheme.GPTQ.value, Scheme.AWQ.value):
         return _marlin_scheme(quantization_config)
+    if method == Scheme.TORCHAO.value and importlib.util.find_spec("torchao") is not None:
+        return Scheme.TORCHAO  # its configs not simulated get a reason (cpu_refusal)
     if (method == Scheme.COMPRESSED_TENSORS.value and _ct_formats(quantization_config) <= _CT_DECOMPRESSED
             and importlib.util.find_spec("compressed_tensors") is not None):
         return Scheme.COMPRESSED_TENSORS
@@ -121,6 +130,10 @@ def cpu_refusal(quantization_config: dict[str, Any], dtype: str, device: str = "
     """Why a GPTQ / AWQ row has no peak, else None: on ``cpu`` gptqmodel's CPU kernels are not modelled; a float32
     row is not Marlin's (``SUPPORTS_DTYPES = [torch.float16, torch.bfloat16]`` in marlin.py / marlin_awq.py)."""
     scheme = scheme_of(quantization_config)
+    if scheme is Scheme.TORCHAO:
+        from estimator.peak.sim.prequant_torchao import refusal
+
+        return refusal(quantization_config, dtype, device)
     if scheme not in (Scheme.GPTQ, Scheme.AWQ):
         return None
     if device != "cpu":
@@ -167,6 +180,10 @@ def held_label(quantization_config: dict[str, Any], device: str, load_dtype: str
                 f"decompressed to {load_dtype} at the first forward")
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         return f"{_marlin_words(quantization_config)} as stored; Marlin kernel (modelled from its source)"
+    if scheme is Scheme.TORCHAO:
+        from estimator.peak.sim import prequant_torchao
+
+        return prequant_torchao.held_label(quantization_config)
     if scheme is Scheme.MXFP4:
         return (f"mxfp4 experts, dequantized to {load_dtype} at load (CPU)" if device == "cpu" else
                 "mxfp4 experts as stored; triton_kernels matmul_ogs (modelled from its source)")
@@ -196,6 +213,10 @@ def note(quantization_config: dict[str, Any], device: str, load_dtype: str) -> s
                 "and each call allocates gptq_marlin_gemm's output and fp32-reduce buffer "
                 "(gptqmodel_ext/marlin/gptq_marlin.cu: SMs x min(round16(m), 64) x 256 float32; a_tmp m x k with "
                 f"act order); the rest of the model runs as is in {load_dtype}")
+    if scheme is Scheme.TORCHAO:
+        from estimator.peak.sim import prequant_torchao
+
+        return prequant_torchao.note(quantization_config, load_dtype)
     if scheme is Scheme.MXFP4 and device != "cpu":
         from estimator.peak.sim.prequant_marlin import ASSUMED_SMS
 
@@ -231,7 +252,7 @@ def quantize_on_meta(model: nn.Module, quantization_config: dict[str, Any], *, d
     scheme = scheme_of(quantization_config)
     if scheme is None:
         raise ValueError(f"not a simulated pre-quantized scheme: {quantization_config.get('quant_method')}")
-    if scheme in (Scheme.FP8, Scheme.MXFP4) and device == "cpu":
+    if (scheme in (Scheme.FP8, Scheme.MXFP4) and device == "cpu") or scheme is Scheme.TORCHAO:  # torchao: pack
         return model
     if scheme is Scheme.MXFP4:
         from estimator.peak.sim.prequant_mxfp4 import swap_mlps
@@ -274,6 +295,13 @@ def pack(model: nn.Module, fake_mode: FakeTensorMode, quantization_config: dict[
         for key, hook in list(hooks.items()):
             if getattr(hook, "__name__", "") == "ct_decompress_hook":
                 hooks[key] = functools.partial(_decompressing, hook)
+    elif scheme is Scheme.TORCHAO:
+        from estimator.peak.sim import prequant_torchao
+
+        if prequant_torchao.config_of(quantization_config) is None:
+            raise ValueError(cpu_refusal(quantization_config, "this row", device))
+        with _quiet():
+            prequant_torchao.quantize(model, fake_mode, quantization_config)
     elif scheme is Scheme.FP8 and device != "cpu":
         from transformers.integrations.finegrained_fp8 import FP8Experts, FP8Linear
 

@@ -34,7 +34,7 @@ from functools import partial
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
 from estimator.options import Component
@@ -102,7 +102,14 @@ class StorageTracker(TorchDispatchMode):
 
     # -- registration -------------------------------------------------------------------------
     def register(self, tensor: torch.Tensor, component: Component) -> None:
-        """Track a tensor that already exists (weights, inputs) or relabel a tracked one."""
+        """Track a tensor that already exists (weights, inputs) or relabel a tracked one; a tensor subclass that
+        wraps others (torchao's quantized weights) is the tensors it holds."""
+        if is_traceable_wrapper_subclass(tensor) and not hasattr(tensor, "_local_tensor"):  # a DTensor: see _see
+            for name in tensor.__tensor_flatten__()[0]:
+                inner = getattr(tensor, name)
+                if isinstance(inner, torch.Tensor):
+                    self.register(inner, component)
+            return
         rec = self._see(tensor, component)
         if rec is not None:
             rec.component = component
