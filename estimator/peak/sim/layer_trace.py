@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["Periodicity", "Proof", "prove", "whole_trace", "whole_trace_from", "written_from"]
+__all__ = ["Periodicity", "Proof", "prove", "whole_trace", "whole_trace_from", "whole_trace_from_one", "written_from"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ _LOOKAHEAD = 256  # events compared past a candidate insertion (the longest agre
 class _Canonical:
     tokens: list[int]  # +nbytes: an allocation; -nbytes: its free
     partner: list[int]  # the partner event's position; -1: an allocation never freed (within the trace)
+    keys: list[int] = field(default_factory=list, compare=False)  # each allocation's event key (a free: -1)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ def canonical(events: Sequence[Event]) -> _Canonical:
     last = max((i for i, (_, n) in enumerate(events) if n > 0), default=-1)
     tokens: list[int] = []
     partner: list[int] = []
+    keys: list[int] = []
     live: dict[int, int] = {}
     freed: list[int] = []  # the allocations freed since the last allocation
 
@@ -84,6 +86,7 @@ def canonical(events: Sequence[Event]) -> _Canonical:
             partner[at] = len(tokens)
             tokens.append(-tokens[at])
             partner.append(at)
+            keys.append(-1)
         freed.clear()
 
     for key, nbytes in events[:last + 1]:
@@ -92,11 +95,12 @@ def canonical(events: Sequence[Event]) -> _Canonical:
             live[key] = len(tokens)
             tokens.append(nbytes)
             partner.append(-1)
+            keys.append(key)
         elif nbytes < 0:
             at = live.pop(key, None)
             if at is not None:  # else the free of a zero-byte request
                 freed.append(at)
-    return _Canonical(tokens, partner)
+    return _Canonical(tokens, partner, keys)
 
 
 def _lcp(a: list[int], i: int, b: list[int], j: int, cap: int) -> int:
@@ -427,3 +431,77 @@ def whole_trace_from(proof: Proof, samples: Sequence[Sequence[Event]], sizes: Se
         logger.info("layer samples' traces: not written by the proof's pieces and rules at this shape")
         return None
     return _written(pieces, top, proof.top_layers, proof.rules, n_layers)
+
+
+def whole_trace_from_one(proof: Proof, sample: Sequence[Event], size: int, n_layers: int, labels: Sequence[str],
+                         ) -> tuple[list[Event], list[str | None]] | None:
+    """The trace of ``n_layers`` layers from one sample (``size``: one layer less than the proof's top) of another
+    shape of the same model and step, where ``proof``'s pieces and rules give it back exactly, every token and every
+    partner, and what its records hold (``labels``, by event key) is the same in every copy of a run but its first and
+    last; with the label of each of the written trace's allocations (by its key; ``None`` at a free), a run's first and
+    last copies taking the sample's first and last copies' labels, the others its second's. ``None`` otherwise (the
+    caller runs the proof's top sample).
+
+    The sample's tokens are cut by the proof's pieces (a fixed piece's length, then each run's ``m`` copies of its
+    block, ``m`` the proof's copies one layer less, at least two): every copy must be its run's first, token for
+    token (every layer alike in sizes at this shape), and the proof's rules must give back every lifetime. Why one
+    sample suffices where the proof's shape showed three: the pieces hold the same ops in the same order at both
+    shapes (only sizes differ: the tokens are this shape's own, copied from this sample), so what a layer more or
+    less adds or drops (one block per run, the lifetimes' dependence on the copy counts) is the proof's, seen there
+    for the same code; and with at least two copies of every run here, a rule that gives them all back is the
+    proof's rule at this shape's copies too. A shape that changes the program (another kernel, a workspace, a
+    window, routing, an event more at one batch size) changes the pieces or their tokens and falls back; so do middle
+    copies that hold different things."""
+    if size != proof.top_layers - 1 or n_layers < proof.top_layers:
+        return None
+    found = canonical(sample)
+    pieces = list(proof.pieces)
+    top: list[int] = []
+    at = 0
+    for piece in pieces:
+        if piece.start != len(top):
+            return None
+        block = found.tokens[at:at + piece.length]
+        if len(block) != piece.length:
+            return None
+        if not piece.is_run:
+            top += block
+            at += piece.length
+            continue
+        copies = piece.copies - piece.per_layer
+        if copies < 2:
+            return None
+        top += block * piece.copies
+        at += piece.length * copies
+    if at != len(found.tokens):
+        return None
+    layout = _Layout(pieces, top, 1)
+    if layout.tokens != found.tokens or _partners(layout, proof.rules) != found.partner:
+        logger.info("one layer sample's trace: not written by the proof's pieces and rules at this shape")
+        return None
+
+    label = [labels[key] if key >= 0 else None for key in found.keys]
+
+    def source(piece: int, c: int, m: int, offset: int) -> int:
+        """The sample's position whose label copy ``c`` of ``m`` takes: a fixed piece's own; a run's first, last or
+        (any other) second copy, where the sample has three or more (the first and last layers' records may hold
+        other things: the last layer's output kept); else its first."""
+        if not pieces[piece].is_run:
+            c = -1
+        elif layout.copies[piece] < 3 or c == 0:
+            c = 0
+        else:
+            c = layout.copies[piece] - 1 if c == m - 1 else 1
+        position = layout.position(piece, c, offset)
+        assert position is not None
+        return position
+
+    if any(label[pos] != label[source(piece, c, layout.copies[piece], offset)] for pos, (piece, c, offset) in enumerate(layout.where)):
+        logger.info("one layer sample's trace: a run's middle copies hold different components")
+        return None
+    whole = _Layout(pieces, top, proof.top_layers - n_layers)
+    partner = _partners(whole, proof.rules)
+    if partner is None:
+        return None
+    events = [(pos if token > 0 else partner[pos], token if token > 0 else -1) for pos, token in enumerate(whole.tokens)]
+    return events, [label[source(piece, c, whole.copies[piece], offset)] for piece, c, offset in whole.where]
