@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 
 __all__ = ["Periodicity", "Proof", "prove", "whole_trace", "whole_trace_from", "whole_trace_from_one", "written_from"]
 
@@ -337,6 +338,7 @@ class Proof:
     pieces: tuple[_Piece, ...]
     rules: dict[tuple[int, int], list[Rule]]
     top_layers: int
+    top: tuple[int, ...] = field(default=(), compare=False)  # the top sample's tokens (:func:`_recut` aligns on them)
 
 
 class Periodicity:
@@ -384,7 +386,7 @@ def prove(samples: Sequence[Sequence[Event]], sizes: Sequence[int]) -> Proof | N
         if rules is None or any(_partners(layout, rules) != sample.partner for layout, sample in zip(layouts, found, strict=True)):
             logger.info("layer samples' traces: lifetimes not periodic in the layers")
             continue
-        return Proof(tuple(pieces), rules, sizes[-1])
+        return Proof(tuple(pieces), rules, sizes[-1], tuple(top))
     return None
 
 
@@ -455,7 +457,91 @@ def whole_trace_from_one(proof: Proof, sample: Sequence[Event], size: int, n_lay
     if size != proof.top_layers - 1 or n_layers < proof.top_layers:
         return None
     found = canonical(sample)
+    written = _from_one(list(proof.pieces), proof.rules, proof.top_layers, found, n_layers, labels)
+    if written is not None:
+        return written
+    candidates = [w for w in (_from_one(*c, proof.top_layers, found, n_layers, labels) for c in _recut(proof, found)) if w is not None]
+    if not candidates or any(w != candidates[0] for w in candidates[1:]):
+        return None
+    return candidates[0]
+
+
+def _recut(proof: Proof, found: _Canonical) -> list[tuple[list[_Piece], dict[tuple[int, int], list[Rule]]]]:
+    """The proof's pieces and rules with the events that ``found`` (one layer less than the proof's top, at another
+    shape) has more in one of its fixed pieces, in every way they can be found (none: an empty list). The events
+    more must be a few allocations (at most :data:`_MORE` events in all) each freed within that same piece: removing
+    them leaves the piece's own events, in sign and in their lifetimes within the piece, and every run its copies
+    alike (where several events alike could be the ones more, each way is a candidate, and the caller takes the
+    written trace only where every candidate that gives the sample back writes the same one); a step
+    that copies a tensor at this shape where it took a view at the proof's (Llama's shifted labels at batch 2, not at
+    batch 1), outside the layers, so the same in every layer count. The runs and every other rule are the proof's
+    (offsets moved past the events more); :func:`whole_trace_from_one` then checks the sample against them, token
+    and partner."""
+    if not proof.top:
+        return []
     pieces = list(proof.pieces)
+    before = _Layout(pieces, list(proof.top), 1)
+    extra = len(found.tokens) - len(before.tokens)
+    if extra <= 0 or extra % 2 or extra > _MORE:
+        return []
+    partner = _partners(before, proof.rules)
+    if partner is None:
+        return []
+    ways: list[tuple[int, list[int], list[int]]] = []  # (host piece, its events' new offsets, the events more)
+    for host, piece in enumerate(pieces):
+        if piece.is_run:
+            continue
+        recut = [_Piece(0, p.length + (extra if i == host else 0), p.copies, p.per_layer) for i, p in enumerate(pieces)]
+        layout = _Layout(recut, [0] * sum(p.length * max(p.copies, 1) for p in recut), 1)  # positions only
+        start = layout.starts[host]
+        if any(found.tokens[layout.position(i, c, o) or 0] != found.tokens[layout.position(i, 0, o) or 0]
+               for i, p in enumerate(recut) if p.is_run for c in range(layout.copies[i]) for o in range(p.length)):
+            continue
+        old_start = before.starts[host]
+        pairs = [o for o in range(piece.length + extra) if found.tokens[start + o] > 0
+                 and start <= found.partner[start + o] < start + piece.length + extra]
+        for chosen in combinations(pairs, extra // 2):
+            more = sorted({*chosen, *(found.partner[start + o] - start for o in chosen)})
+            if len(more) != extra:
+                continue
+            own = [o for o in range(piece.length + extra) if o not in more]
+            if any((found.tokens[start + n] > 0) != (before.tokens[old_start + o] > 0) for o, n in enumerate(own)):
+                continue
+            inside = {o: partner[old_start + o] - old_start for o in range(piece.length)
+                      if 0 <= partner[old_start + o] - old_start < piece.length}
+            if all(found.partner[start + own[o]] == start + own[q] for o, q in inside.items()):
+                ways.append((host, own, more))
+    return [_recut_as(proof, found, way) for way in ways]
+
+
+def _recut_as(proof: Proof, found: _Canonical, way: tuple[int, list[int], list[int]],
+              ) -> tuple[list[_Piece], dict[tuple[int, int], list[Rule]]]:
+    """The pieces and rules of one way of :func:`_recut`: ``(host piece, its own events' offsets, the events more)``."""
+    host, own, more = way
+
+    def moved(piece: int, offset: int) -> int:
+        return own[offset] if piece == host else offset
+
+    recut = []
+    at = 0
+    for i, p in enumerate(proof.pieces):
+        recut.append(_Piece(at, p.length + (len(more) if i == host else 0), p.copies, p.per_layer))
+        at += recut[-1].length * max(p.copies, 1)
+    rules = {(p, moved(p, o)): [(p2, moved(p2, o2), form, d, r) for p2, o2, form, d, r in site]
+             for (p, o), site in proof.rules.items()}
+    start = _Layout(recut, [0] * at, 1).starts[host]
+    for o in more:
+        if found.tokens[start + o] > 0:
+            rules[(host, o)] = [(host, found.partner[start + o] - start, "fixed", 0, 1)]
+    return recut, rules
+
+
+_MORE = 4  # the most events more a shape's fixed piece may have than the proof's (:func:`_recut`)
+
+
+def _from_one(pieces: list[_Piece], rules: dict[tuple[int, int], list[Rule]], top_layers: int, found: _Canonical,
+              n_layers: int, labels: Sequence[str]) -> tuple[list[Event], list[str | None]] | None:
+    """:func:`whole_trace_from_one` with the pieces and rules given."""
     top: list[int] = []
     at = 0
     for piece in pieces:
@@ -476,7 +562,7 @@ def whole_trace_from_one(proof: Proof, sample: Sequence[Event], size: int, n_lay
     if at != len(found.tokens):
         return None
     layout = _Layout(pieces, top, 1)
-    if layout.tokens != found.tokens or _partners(layout, proof.rules) != found.partner:
+    if layout.tokens != found.tokens or _partners(layout, rules) != found.partner:
         logger.info("one layer sample's trace: not written by the proof's pieces and rules at this shape")
         return None
 
@@ -499,8 +585,8 @@ def whole_trace_from_one(proof: Proof, sample: Sequence[Event], size: int, n_lay
     if any(label[pos] != label[source(piece, c, layout.copies[piece], offset)] for pos, (piece, c, offset) in enumerate(layout.where)):
         logger.info("one layer sample's trace: a run's middle copies hold different components")
         return None
-    whole = _Layout(pieces, top, proof.top_layers - n_layers)
-    partner = _partners(whole, proof.rules)
+    whole = _Layout(pieces, top, top_layers - n_layers)
+    partner = _partners(whole, rules)
     if partner is None:
         return None
     events = [(pos if token > 0 else partner[pos], token if token > 0 else -1) for pos, token in enumerate(whole.tokens)]
