@@ -145,7 +145,9 @@ def simulate_peak(
     and returns the ``on_tracker`` hook of its step (:func:`~estimator.peak.sim.steps.simulate_step`): the per-op
     cost counter of :mod:`estimator.speed.trace` follows the same pass so. ``periodicity`` (with ``allocator``; the
     row's simulation and the fit search's of one row): the first simulation given it keeps what its three layer
-    samples proved, and later ones at other shapes (without ``observe``) run two samples where the proof writes both exactly
+    samples proved, and later ones at other shapes (without ``observe``) run the 3-layer sample where the proof writes it
+    exactly (:func:`~estimator.peak.sim.layer_trace.whole_trace_from_one`; the answer then holds the peak's phase
+    only, its breakdown from the written trace), else the 4-layer one too where it writes both
     (:func:`~estimator.peak.sim.layer_trace.whole_trace_from`), else three.
     """
     kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,

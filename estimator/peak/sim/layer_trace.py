@@ -27,8 +27,9 @@ How, and what is checked (any failure returns ``None``: the caller simulates the
    partner: sizes and lifetimes, event by event), and only then written out for ``N`` layers.
 
 The pieces and rules (a :class:`Proof`) are kept per row (:class:`Periodicity`): the fit search's other shapes
-run the 3- and 4-layer samples only and are written by :func:`whole_trace_from` where a proof gives both back
-exactly, else they run all three.
+run the 3-layer sample only and are written by :func:`whole_trace_from_one` where a proof gives it back exactly
+(also with a few events more inside one fixed piece, allocated and freed there: a copy where the proof's shape took
+a view), else the 4-layer sample too (:func:`whole_trace_from`: both given back exactly), else all three.
 
 ``tests/test_layer_trace.py`` checks the allocator's figures from the written trace against the
 whole model's simulation on several families, and that models whose layer samples are not periodic
@@ -41,6 +42,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from math import comb
 
 __all__ = ["Periodicity", "Proof", "prove", "whole_trace", "whole_trace_from", "whole_trace_from_one", "written_from"]
 
@@ -500,6 +502,8 @@ def _recut(proof: Proof, found: _Canonical) -> list[tuple[list[_Piece], dict[tup
         old_start = before.starts[host]
         pairs = [o for o in range(piece.length + extra) if found.tokens[start + o] > 0
                  and start <= found.partner[start + o] < start + piece.length + extra]
+        if comb(len(pairs), extra // 2) > _WAYS:  # too many to try: the shape runs the 4-layer sample
+            continue
         for chosen in combinations(pairs, extra // 2):
             more = sorted({*chosen, *(found.partner[start + o] - start for o in chosen)})
             if len(more) != extra:
@@ -537,6 +541,7 @@ def _recut_as(proof: Proof, found: _Canonical, way: tuple[int, list[int], list[i
 
 
 _MORE = 4  # the most events more a shape's fixed piece may have than the proof's (:func:`_recut`)
+_WAYS = 4096  # the most ways of choosing them tried in one piece
 
 
 def _from_one(pieces: list[_Piece], rules: dict[tuple[int, int], list[Rule]], top_layers: int, found: _Canonical,
