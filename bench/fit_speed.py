@@ -90,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
             line = (f"| {label} | {gpu} | {plain:.1f} | {chosen:.1f} | {cpu:.1f} | {chosen / plain:.1f} | {_simulations(row)} | {how} "
                     f"| {fit['max_batch_size']} | {fit['max_seq_len']} | {row.peak_bytes:,} | {before} / {_load()} |")
             if args.unguided:
-                guess, seq_guess, two = plan._guess, plan._seq_guess, layers._from_two
+                guess, seq_guess, one, two = plan._guess, plan._seq_guess, layers._from_one, layers._from_two
                 plan._guess = plan._seq_guess = lambda *a, **k: None  # type: ignore[assignment]  # the search without its guesses
-                layers._from_two = lambda *a, **k: None  # and every shape with its three layer samples
+                layers._from_one = layers._from_two = lambda *a, **k: None  # and every shape with its three layer samples
                 try:
                     old, old_row = _timed(model, mode=mode, seq_len=seq_len, gpu=gpu, **extra)
                 finally:
-                    plan._guess, plan._seq_guess, layers._from_two = guess, seq_guess, two
+                    plan._guess, plan._seq_guess, layers._from_one, layers._from_two = guess, seq_guess, one, two
                 same = (old_row.peak_bytes, old_row.fit["max_batch_size"], old_row.fit["max_seq_len"], old_row.fit["needed_bytes"])
                 assert same == (row.peak_bytes, fit["max_batch_size"], fit["max_seq_len"], fit["needed_bytes"]), (same, fit)
                 line += f" {old:.1f} | {_simulations(old_row)} |"

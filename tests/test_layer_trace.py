@@ -195,9 +195,12 @@ SEARCH = [CASES[0], CASES[1], CASES[4]]
 
 
 @pytest.mark.parametrize(("kind", "work"), SEARCH, ids=[f"{k}-{w['mode']}" for k, w in SEARCH])
-def test_a_search_shape_from_two_samples_gives_the_whole_model_s_figures(kind: str, work: dict[str, Any]) -> None:
+def test_a_search_shape_from_two_samples_gives_the_whole_model_s_figures(kind: str, work: dict[str, Any],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The fit search's shapes: the row's three samples prove the periodicity (batch 2 x 64), another shape (batch 3
-    x 48) runs two and gets the whole model's peak and allocator figures, to the byte."""
+    x 48) runs two (the one-sample path off: tests/test_layer_trace_one.py) and gets the whole model's peak and
+    allocator figures, to the byte."""
+    monkeypatch.setattr(layers, "_from_one", lambda *a, **k: None)
     periodicity = Periodicity()
     simulate_peak(_model(kind), allocator=True, device="cuda", batch_size=2, seq_len=64, periodicity=periodicity, **work)
     assert len(periodicity.proofs) == 1

@@ -145,7 +145,9 @@ def simulate_peak(
     and returns the ``on_tracker`` hook of its step (:func:`~estimator.peak.sim.steps.simulate_step`): the per-op
     cost counter of :mod:`estimator.speed.trace` follows the same pass so. ``periodicity`` (with ``allocator``; the
     row's simulation and the fit search's of one row): the first simulation given it keeps what its three layer
-    samples proved, and later ones at other shapes (without ``observe``) run two samples where the proof writes both exactly
+    samples proved, and later ones at other shapes (without ``observe``) run the 3-layer sample where the proof writes it
+    exactly (:func:`~estimator.peak.sim.layer_trace.whole_trace_from_one`; the answer then holds the peak's phase
+    only, its breakdown from the written trace), else the 4-layer one too where it writes both
     (:func:`~estimator.peak.sim.layer_trace.whole_trace_from`), else three.
     """
     kwargs: dict[str, Any] = dict(mode=mode, device=device, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
@@ -190,7 +192,7 @@ def _simulate(model: nn.Module, *, mode: Mode, device: Device, batch_size: int, 
         overhead = None if peaks is None else allocator_overhead(StepPeak(phases, notes).peak.peak_bytes, peaks)
         return _result(phases, (*notes, *counted, note), overhead)
     try:
-        phases, notes, overhead, _ = run_simulation(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe,
+        phases, notes, overhead, *_ = run_simulation(model, mode, device, batch_size, seq_len, image_size, max_new_tokens, recipe,
                                                      media, observe)
         return _result(phases, (*notes, *counted), overhead)
     except LoraTargetsError:
@@ -295,10 +297,10 @@ def run_simulation(
     model: nn.Module, mode: Mode, device: Device, batch_size: int, seq_len: int,
     image_size: int | None, max_new_tokens: int, recipe: Recipe, media: Media | None = None,
     observe: Observe | None = None,
-) -> tuple[Phases, tuple[str, ...], dict[str, int] | None, list[tuple[int, int]] | None]:
+) -> tuple[Phases, tuple[str, ...], dict[str, int] | None, list[tuple[int, int]] | None, list[str] | None]:
     """One full simulation by the engine (:func:`~estimator.peak.sim.steps.simulate_step`): the peak
-    of each phase of the step, notes, the CUDA allocator's overheads and the allocation trace it was
-    replayed over (``None`` on cpu); raises where the model's code fails."""
+    of each phase of the step, notes, the CUDA allocator's overheads, the allocation trace it was
+    replayed over and what each of its records holds (both ``None`` on cpu); raises where the model's code fails."""
     fake_mode = FakeTensorMode(static_shapes=True)
     try:
         workload, unfed = pick_workload(model, media, batch_size, seq_len, image_size)
@@ -328,7 +330,7 @@ def run_simulation(
                              full_first_step=media is not None or workload.full_first_step,
                              on_tracker=None if observe is None else observe(model))
         overhead = None if step.allocator is None else allocator_overhead(step.peak.peak_bytes, step.allocator)
-        return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), overhead, step.events
+        return step.phases, step.notes + notes + unfed + _uncounted(model, mode, device), overhead, step.events, step.labels
     finally:
         bound_dispatch_cache()
         collect_garbage()

@@ -27,8 +27,9 @@ How, and what is checked (any failure returns ``None``: the caller simulates the
    partner: sizes and lifetimes, event by event), and only then written out for ``N`` layers.
 
 The pieces and rules (a :class:`Proof`) are kept per row (:class:`Periodicity`): the fit search's other shapes
-run the 3- and 4-layer samples only and are written by :func:`whole_trace_from` where a proof gives both back
-exactly, else they run all three.
+run the 3-layer sample only and are written by :func:`whole_trace_from_one` where a proof gives it back exactly
+(also with a few events more inside one fixed piece, allocated and freed there: a copy where the proof's shape took
+a view), else the 4-layer sample too (:func:`whole_trace_from`: both given back exactly), else all three.
 
 ``tests/test_layer_trace.py`` checks the allocator's figures from the written trace against the
 whole model's simulation on several families, and that models whose layer samples are not periodic
@@ -39,9 +40,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import combinations
+from math import comb
 
-__all__ = ["Periodicity", "Proof", "prove", "whole_trace", "whole_trace_from", "written_from"]
+__all__ = ["Periodicity", "Proof", "prove", "whole_trace", "whole_trace_from", "whole_trace_from_one", "written_from"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +57,7 @@ _LOOKAHEAD = 256  # events compared past a candidate insertion (the longest agre
 class _Canonical:
     tokens: list[int]  # +nbytes: an allocation; -nbytes: its free
     partner: list[int]  # the partner event's position; -1: an allocation never freed (within the trace)
+    keys: list[int] = field(default_factory=list, compare=False)  # each allocation's event key (a free: -1)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ def canonical(events: Sequence[Event]) -> _Canonical:
     last = max((i for i, (_, n) in enumerate(events) if n > 0), default=-1)
     tokens: list[int] = []
     partner: list[int] = []
+    keys: list[int] = []
     live: dict[int, int] = {}
     freed: list[int] = []  # the allocations freed since the last allocation
 
@@ -84,6 +89,7 @@ def canonical(events: Sequence[Event]) -> _Canonical:
             partner[at] = len(tokens)
             tokens.append(-tokens[at])
             partner.append(at)
+            keys.append(-1)
         freed.clear()
 
     for key, nbytes in events[:last + 1]:
@@ -92,11 +98,12 @@ def canonical(events: Sequence[Event]) -> _Canonical:
             live[key] = len(tokens)
             tokens.append(nbytes)
             partner.append(-1)
+            keys.append(key)
         elif nbytes < 0:
             at = live.pop(key, None)
             if at is not None:  # else the free of a zero-byte request
                 freed.append(at)
-    return _Canonical(tokens, partner)
+    return _Canonical(tokens, partner, keys)
 
 
 def _lcp(a: list[int], i: int, b: list[int], j: int, cap: int) -> int:
@@ -333,6 +340,7 @@ class Proof:
     pieces: tuple[_Piece, ...]
     rules: dict[tuple[int, int], list[Rule]]
     top_layers: int
+    top: tuple[int, ...] = field(default=(), compare=False)  # the top sample's tokens (:func:`_recut` aligns on them)
 
 
 class Periodicity:
@@ -380,7 +388,7 @@ def prove(samples: Sequence[Sequence[Event]], sizes: Sequence[int]) -> Proof | N
         if rules is None or any(_partners(layout, rules) != sample.partner for layout, sample in zip(layouts, found, strict=True)):
             logger.info("layer samples' traces: lifetimes not periodic in the layers")
             continue
-        return Proof(tuple(pieces), rules, sizes[-1])
+        return Proof(tuple(pieces), rules, sizes[-1], tuple(top))
     return None
 
 
@@ -427,3 +435,164 @@ def whole_trace_from(proof: Proof, samples: Sequence[Sequence[Event]], sizes: Se
         logger.info("layer samples' traces: not written by the proof's pieces and rules at this shape")
         return None
     return _written(pieces, top, proof.top_layers, proof.rules, n_layers)
+
+
+def whole_trace_from_one(proof: Proof, sample: Sequence[Event], size: int, n_layers: int, labels: Sequence[str],
+                         ) -> tuple[list[Event], list[str | None]] | None:
+    """The trace of ``n_layers`` layers from one sample (``size``: one layer less than the proof's top) of another
+    shape of the same model and step, where ``proof``'s pieces and rules give it back exactly, every token and every
+    partner, and what its records hold (``labels``, by event key) is the same in every copy of a run but its first and
+    last; with the label of each of the written trace's allocations (by its key; ``None`` at a free), a run's first and
+    last copies taking the sample's first and last copies' labels, the others its second's. ``None`` otherwise (the
+    caller runs the proof's top sample).
+
+    The sample's tokens are cut by the proof's pieces (a fixed piece's length, then each run's ``m`` copies of its
+    block, ``m`` the proof's copies one layer less, at least two): every copy must be its run's first, token for
+    token (every layer alike in sizes at this shape), and the proof's rules must give back every lifetime. Why one
+    sample suffices where the proof's shape showed three: the pieces hold the same ops in the same order at both
+    shapes (only sizes differ: the tokens are this shape's own, copied from this sample), so what a layer more or
+    less adds or drops (one block per run, the lifetimes' dependence on the copy counts) is the proof's, seen there
+    for the same code; and with at least two copies of every run here, a rule that gives them all back is the
+    proof's rule at this shape's copies too. A shape that changes the program (another kernel, a workspace, a
+    window, routing, an event more at one batch size) changes the pieces or their tokens and falls back; so do middle
+    copies that hold different things."""
+    if size != proof.top_layers - 1 or n_layers < proof.top_layers:
+        return None
+    found = canonical(sample)
+    written = _from_one(list(proof.pieces), proof.rules, proof.top_layers, found, n_layers, labels)
+    if written is not None:
+        return written
+    candidates = [w for w in (_from_one(*c, proof.top_layers, found, n_layers, labels) for c in _recut(proof, found)) if w is not None]
+    if not candidates or any(w != candidates[0] for w in candidates[1:]):
+        return None
+    return candidates[0]
+
+
+def _recut(proof: Proof, found: _Canonical) -> list[tuple[list[_Piece], dict[tuple[int, int], list[Rule]]]]:
+    """The proof's pieces and rules with the events that ``found`` (one layer less than the proof's top, at another
+    shape) has more in one of its fixed pieces, in every way they can be found (none: an empty list). The events
+    more must be a few allocations (at most :data:`_MORE` events in all) each freed within that same piece: removing
+    them leaves the piece's own events, in sign and in their lifetimes within the piece, and every run its copies
+    alike (where several events alike could be the ones more, each way is a candidate, and the caller takes the
+    written trace only where every candidate that gives the sample back writes the same one); a step
+    that copies a tensor at this shape where it took a view at the proof's (Llama's shifted labels at batch 2, not at
+    batch 1), outside the layers, so the same in every layer count. The runs and every other rule are the proof's
+    (offsets moved past the events more); :func:`whole_trace_from_one` then checks the sample against them, token
+    and partner."""
+    if not proof.top:
+        return []
+    pieces = list(proof.pieces)
+    before = _Layout(pieces, list(proof.top), 1)
+    extra = len(found.tokens) - len(before.tokens)
+    if extra <= 0 or extra % 2 or extra > _MORE:
+        return []
+    partner = _partners(before, proof.rules)
+    if partner is None:
+        return []
+    ways: list[tuple[int, list[int], list[int]]] = []  # (host piece, its events' new offsets, the events more)
+    for host, piece in enumerate(pieces):
+        if piece.is_run:
+            continue
+        recut = [_Piece(0, p.length + (extra if i == host else 0), p.copies, p.per_layer) for i, p in enumerate(pieces)]
+        layout = _Layout(recut, [0] * sum(p.length * max(p.copies, 1) for p in recut), 1)  # positions only
+        start = layout.starts[host]
+        if any(found.tokens[layout.position(i, c, o) or 0] != found.tokens[layout.position(i, 0, o) or 0]
+               for i, p in enumerate(recut) if p.is_run for c in range(layout.copies[i]) for o in range(p.length)):
+            continue
+        old_start = before.starts[host]
+        pairs = [o for o in range(piece.length + extra) if found.tokens[start + o] > 0
+                 and start <= found.partner[start + o] < start + piece.length + extra]
+        if comb(len(pairs), extra // 2) > _WAYS:  # too many to try: the shape runs the 4-layer sample
+            continue
+        for chosen in combinations(pairs, extra // 2):
+            more = sorted({*chosen, *(found.partner[start + o] - start for o in chosen)})
+            if len(more) != extra:
+                continue
+            own = [o for o in range(piece.length + extra) if o not in more]
+            if any((found.tokens[start + n] > 0) != (before.tokens[old_start + o] > 0) for o, n in enumerate(own)):
+                continue
+            inside = {o: partner[old_start + o] - old_start for o in range(piece.length)
+                      if 0 <= partner[old_start + o] - old_start < piece.length}
+            if all(found.partner[start + own[o]] == start + own[q] for o, q in inside.items()):
+                ways.append((host, own, more))
+    return [_recut_as(proof, found, way) for way in ways]
+
+
+def _recut_as(proof: Proof, found: _Canonical, way: tuple[int, list[int], list[int]],
+              ) -> tuple[list[_Piece], dict[tuple[int, int], list[Rule]]]:
+    """The pieces and rules of one way of :func:`_recut`: ``(host piece, its own events' offsets, the events more)``."""
+    host, own, more = way
+
+    def moved(piece: int, offset: int) -> int:
+        return own[offset] if piece == host else offset
+
+    recut = []
+    at = 0
+    for i, p in enumerate(proof.pieces):
+        recut.append(_Piece(at, p.length + (len(more) if i == host else 0), p.copies, p.per_layer))
+        at += recut[-1].length * max(p.copies, 1)
+    rules = {(p, moved(p, o)): [(p2, moved(p2, o2), form, d, r) for p2, o2, form, d, r in site]
+             for (p, o), site in proof.rules.items()}
+    start = _Layout(recut, [0] * at, 1).starts[host]
+    for o in more:
+        if found.tokens[start + o] > 0:
+            rules[(host, o)] = [(host, found.partner[start + o] - start, "fixed", 0, 1)]
+    return recut, rules
+
+
+_MORE = 4  # the most events more a shape's fixed piece may have than the proof's (:func:`_recut`)
+_WAYS = 4096  # the most ways of choosing them tried in one piece
+
+
+def _from_one(pieces: list[_Piece], rules: dict[tuple[int, int], list[Rule]], top_layers: int, found: _Canonical,
+              n_layers: int, labels: Sequence[str]) -> tuple[list[Event], list[str | None]] | None:
+    """:func:`whole_trace_from_one` with the pieces and rules given."""
+    top: list[int] = []
+    at = 0
+    for piece in pieces:
+        if piece.start != len(top):
+            return None
+        block = found.tokens[at:at + piece.length]
+        if len(block) != piece.length:
+            return None
+        if not piece.is_run:
+            top += block
+            at += piece.length
+            continue
+        copies = piece.copies - piece.per_layer
+        if copies < 2:
+            return None
+        top += block * piece.copies
+        at += piece.length * copies
+    if at != len(found.tokens):
+        return None
+    layout = _Layout(pieces, top, 1)
+    if layout.tokens != found.tokens or _partners(layout, rules) != found.partner:
+        logger.info("one layer sample's trace: not written by the proof's pieces and rules at this shape")
+        return None
+
+    label = [labels[key] if key >= 0 else None for key in found.keys]
+
+    def source(piece: int, c: int, m: int, offset: int) -> int:
+        """The sample's position whose label copy ``c`` of ``m`` takes: a fixed piece's own; a run's first, last or
+        (any other) second copy, where the sample has three or more (the first and last layers' records may hold
+        other things: the last layer's output kept); else its first."""
+        if not pieces[piece].is_run:
+            c = -1
+        elif layout.copies[piece] < 3 or c == 0:
+            c = 0
+        else:
+            c = layout.copies[piece] - 1 if c == m - 1 else 1
+        position = layout.position(piece, c, offset)
+        assert position is not None
+        return position
+
+    if any(label[pos] != label[source(piece, c, layout.copies[piece], offset)] for pos, (piece, c, offset) in enumerate(layout.where)):
+        logger.info("one layer sample's trace: a run's middle copies hold different components")
+        return None
+    whole = _Layout(pieces, top, top_layers - n_layers)
+    partner = _partners(whole, rules)
+    if partner is None:
+        return None
+    events = [(pos if token > 0 else partner[pos], token if token > 0 else -1) for pos, token in enumerate(whole.tokens)]
+    return events, [label[source(piece, c, whole.copies[piece], offset)] for piece, c, offset in whole.where]

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from estimator.peak.kernels.cuda.allocator import AllocatorPeaks, replay
-from estimator.peak.sim.layer_trace import Periodicity, prove, whole_trace_from, written_from
+from estimator.peak.sim.layer_trace import Periodicity, prove, whole_trace_from, whole_trace_from_one, written_from
 from estimator.peak.sim.steps import StepPeak
 from estimator.peak.sim.tracker import PeakSnapshot
 from estimator.peak.workload import model_dtype
@@ -100,7 +100,11 @@ def extrapolate(
     consecutive layer counts simulated (FSDP uses 3, 4, 5: with 2 blocks its peak sits elsewhere).
     """
     if allocator and periodicity is not None and periodicity.proofs:
-        two = [simulate(with_layers(model, k)) for k in sizes[1:]]
+        one = simulate(with_layers(model, sizes[1]))
+        found = _from_one(one, sizes[1], n_layers, periodicity)
+        if found is not None:
+            return found
+        two = [one, simulate(with_layers(model, sizes[2]))]
         found = _from_two(two, sizes, n_layers, periodicity)
         if found is not None:
             return found
@@ -153,6 +157,51 @@ def _live_peak(events: list[tuple[int, int]]) -> int:
         elif nbytes < 0:
             live -= held.pop(key, 0)
     return peak
+
+
+def _live_breakdown(events: list[tuple[int, int]], labels: list[str | None] | list[str]) -> PeakSnapshot:
+    """The most bytes live at once in a trace and, at the first instant they are, the bytes of each label
+    (``labels``: by event key), as the tracker's snapshot breaks a peak down."""
+    held: dict[int, int] = {}
+    live = peak = 0
+    at_peak: dict[int, int] = {}
+    for key, nbytes in events:
+        if nbytes > 0:
+            held[key] = nbytes
+            live += nbytes
+            if live > peak:
+                peak, at_peak = live, dict(held)
+        elif nbytes < 0:
+            live -= held.pop(key, 0)
+    components: dict[str, int] = {}
+    for key, nbytes in at_peak.items():
+        name = str(labels[key])
+        components[name] = components.get(name, 0) + nbytes
+    return PeakSnapshot(peak, components)
+
+
+def _from_one(sample: Any, size: int, n_layers: int, periodicity: Periodicity,
+              ) -> tuple[dict[str, PeakSnapshot], tuple[str, ...], AllocatorPeaks | None, tuple[int, ...]] | None:
+    """One sample's answer (the proofs' top layer count less one) where one of ``periodicity``'s proofs writes it
+    exactly (:func:`~estimator.peak.sim.layer_trace.whole_trace_from_one`), else ``None`` (the caller runs the top
+    sample). The step's peak is the written whole trace's most live bytes and its breakdown what those bytes hold at
+    the first instant they are live, and that is checked on the sample itself: its step's peak and breakdown must be
+    its own trace's so (a peak that is not the trace's live bytes, a resize, a label changed after the peak, fall
+    back). The answer holds the peak's phase only (the fit search reads the peak and the allocator's figures)."""
+    if len(sample) < 5 or sample[3] is None or sample[4] is None:
+        return None
+    trace, labels = sample[3], sample[4]
+    whole = next((w for w in (whole_trace_from_one(p, trace, size, n_layers, labels) for p in reversed(periodicity.proofs))
+                  if w is not None), None)
+    if whole is None:
+        return None
+    step = StepPeak(sample[0], ())
+    own = _live_breakdown(trace, labels)
+    if (own.peak_bytes, own.components) != (step.peak.peak_bytes, step.peak.components):
+        logger.info("one layer sample: the step's peak is not the trace's most live bytes; the top sample is run")
+        return None
+    events, written = whole
+    return {step.phase: _live_breakdown(events, written)}, sample[1], replay(events), (size,)
 
 
 def _from_two(samples: list[Any], sizes: tuple[int, int, int], n_layers: int, periodicity: Periodicity,

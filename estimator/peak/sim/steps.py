@@ -82,6 +82,9 @@ class StepPeak:
     # device="cuda": the trace the allocator was replayed over (``StorageTracker.events``): layer samples'
     # traces make the whole model's (estimator.peak.sim.layer_trace)
     events: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
+    # device="cuda": what each of ``events``' records holds at the step's end (by record index; a trace written from
+    # one layer sample takes its breakdown from them, estimator.peak.sim.layers)
+    labels: list[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def phase(self) -> str:
@@ -154,7 +157,7 @@ def simulate_step(
             step = replace(step, notes=(*step.notes, UNREACHED_KEPT_NOTE))
     if device == "cuda":  # what PyTorch's caching allocator would reserve for this trace
         events = tracker.events()
-        step = replace(step, allocator=replay(events), events=events)
+        step = replace(step, allocator=replay(events), events=events, labels=tracker.labels())
     return step
 
 

@@ -236,6 +236,10 @@ class StorageTracker(TorchDispatchMode):
         timeline.sort()
         return [(i, nbytes) for _, i, nbytes in timeline]
 
+    def labels(self) -> list[str]:
+        """What each record of :meth:`events` holds now (its component, by record index)."""
+        return [rec.component.value for rec in self._all]
+
     def records_of(self, tensors: Iterable[torch.Tensor]) -> list[StorageRecord]:
         """The live records behind ``tensors`` (to ask later what if they had lived longer)."""
         found = {}
