@@ -2,7 +2,9 @@
 # The project's one test command (the README's, and what .ci/run calls on a clean clone):
 # make .venv if it is missing, install the requirements, install Chromium for the browser tests,
 # run ruff and mypy on the package and the app, then run pytest in two workers (pytest-xdist, one test file per
-# worker at a time so module fixtures and truth pools stay whole; `-n 0` after it runs in one process).
+# worker at a time so module fixtures and truth pools stay whole; `-n 0` after it runs in one process). The files go
+# longest first (tests/conftest.py orders them by tests/file_seconds.json; --no-loadscope-reorder keeps that order
+# rather than xdist's most-tests-first), so the two workers end together: see testkit/file_order.py.
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +14,10 @@ cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed; browser tests will fail"
 fi
+# The repository's own modules compiled once (a second): where PYTHONDONTWRITEBYTECODE is set no process writes them,
+# and each of the suite's fresh interpreters would compile what it imports again (reading them is still allowed).
+.venv/bin/python -m compileall -q estimator estimator_app estimator_sweep testkit tests bench app.py >/dev/null
 # Lint and types first (seconds): the package and the app must be clean (config in pyproject.toml).
 .venv/bin/python -m ruff check estimator estimator_sweep estimator_app app.py
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
+exec .venv/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"

@@ -23,10 +23,11 @@ _EACH = ("import contextlib, io, json, sys\nfrom estimator.cli import main\nansw
          "print(json.dumps(answers))\n")
 
 
-def run_each(*argvs: tuple[str, ...], env: Mapping[str, str]) -> list[subprocess.CompletedProcess[str]]:
-    """One ``CompletedProcess`` per argv, as if each had been its own ``python -m estimator`` run."""
+def run_each(*argvs: tuple[str, ...], env: Mapping[str, str], timeout: float = 300) -> list[subprocess.CompletedProcess[str]]:
+    """One ``CompletedProcess`` per argv, as if each had been its own ``python -m estimator`` run (``timeout``: seconds
+    for them all)."""
     done = subprocess.run([sys.executable, "-c", _EACH, json.dumps(argvs)], capture_output=True, text=True, cwd=REPO_ROOT,
-                          env=dict(env), timeout=300)
+                          env=dict(env), timeout=timeout)
     assert done.returncode == 0, done.stderr
     return [subprocess.CompletedProcess(list(argv), status, out, err)
             for argv, (status, out, err) in zip(argvs, json.loads(done.stdout.splitlines()[-1]), strict=True)]

@@ -1,5 +1,6 @@
 """Shared pytest fixtures: the loopback Hub stand-in (tests/hub_server.py), client environments, and the
-multimodal truth pool of the accuracy tests (testkit/multimodal_truth.py)."""
+multimodal truth pool of the accuracy tests (testkit/multimodal_truth.py); test files run longest first
+(testkit/file_order.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,14 @@ from testkit.hub_process import hub_env, start_hub_process, stop_hub_process
 
 if TYPE_CHECKING:
     from testkit.multimodal_truth import TruthAndSim
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Test files longest first (``tests/file_seconds.json``), each file's tests in their order: with scripts/test.sh's
+    ``-n 2 --dist loadfile --no-loadscope-reorder`` the two workers take the long files first and end together."""
+    from testkit.file_order import load_seconds, longest_first
+
+    items[:] = longest_first(items, load_seconds(), lambda item: item.nodeid.split("::")[0])
 
 
 @pytest.fixture(scope="session")

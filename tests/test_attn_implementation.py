@@ -1,8 +1,8 @@
 """``--attn-implementation``: the attention kernel the simulated step runs (issue 32, item 5).
 
-Truth is the CPU allocator's peak of the real run (``testkit.peak_truth.measure_workload``: torch.profiler, the model
-built inside the profile, a fresh process per case, as tests/test_peak_accuracy.py measures): a Llama of 2 layers,
-4 heads, on a 1,024-token prompt, built with transformers' ``attn_implementation`` eager and sdpa, against
+Truth is the CPU allocator's peak of the real run (``testkit.attn_truth``: ``testkit.peak_truth.measure_workload``,
+torch.profiler, the model built inside the profile, a fresh forked process per case, as tests/test_peak_accuracy.py
+measures): a Llama of 2 layers, 4 heads, on a 1,024-token prompt, built with transformers' ``attn_implementation`` eager and sdpa, against
 ``estimate()`` of the same config from a local folder with ``attn_implementation`` given (the option's whole path:
 parse, build, simulate). Eager materialises the score matrices (4 heads x 1,024 x 1,024 float32 = 16 MiB each);
 SDPA's CPU kernel does not.
@@ -11,8 +11,6 @@ SDPA's CPU kernel does not.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +18,26 @@ import pytest
 
 from estimator import estimate
 from estimator.errors import BadOptionError, UnsupportedError
-from testkit.hub_process import REPO_ROOT
+from testkit.attn_truth import CONFIG, SEQ
+from testkit.peak_pool import run_truth_jobs
 
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
-          "max_position_embeddings": 4096}
-SEQ = 1024
 SCORES = 4 * SEQ * SEQ * 4  # one layer's score matrices: heads x L x L, float32
 TOLERANCE = 0.02
-
-_TRUTH = r"""
-import json, sys, torch, transformers
-from testkit.peak_truth import measure_workload
-config = transformers.LlamaConfig(**json.loads(sys.argv[1]))
-def build():
-    return transformers.LlamaForCausalLM._from_config(config, dtype=torch.float32, attn_implementation=sys.argv[2])
-found = measure_workload(build, sys.argv[3], batch_size=1, seq_len=int(sys.argv[4]))
-print(json.dumps(found.peak_bytes))
-"""
+MODES = ["inference", "training"]
+KERNELS = ["eager", "sdpa"]
 
 
-def truth(kernel: str, mode: str) -> int:
-    kwargs = {k: v for k, v in CONFIG.items() if k not in ("architectures", "model_type")}
-    done = subprocess.run([sys.executable, "-c", _TRUTH, json.dumps(kwargs), kernel, mode, str(SEQ)], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return int(done.stdout.strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def peaks() -> dict[tuple[str, str, str], Any]:
+    """The allocator's peak for each kernel and mode, each run in its own fresh process (testkit.attn_truth, forked
+    by testkit.peak_pool from a server that has imported torch and transformers)."""
+    return run_truth_jobs("testkit.attn_truth", [("truth", kernel, mode) for mode in MODES for kernel in KERNELS], processes=2)
+
+
+def truth(peaks: dict[tuple[str, str, str], Any], kernel: str, mode: str) -> int:
+    value = peaks[("truth", kernel, mode)]
+    assert isinstance(value, int), f"ground truth failed: {value}"
+    return value
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +53,10 @@ def simulated(folder: Path, **kwargs: Any) -> Any:
     return row
 
 
-@pytest.mark.parametrize("mode", ["inference", "training"])
-def test_eager_and_sdpa_on_the_cpu_allocator(folder: Path, mode: str) -> None:
-    measured = {kernel: truth(kernel, mode) for kernel in ("eager", "sdpa")}
-    rows = {kernel: simulated(folder, mode=mode, attn_implementation=kernel) for kernel in ("eager", "sdpa")}
+@pytest.mark.parametrize("mode", MODES)
+def test_eager_and_sdpa_on_the_cpu_allocator(folder: Path, mode: str, peaks: dict[tuple[str, str, str], Any]) -> None:
+    measured = {kernel: truth(peaks, kernel, mode) for kernel in KERNELS}
+    rows = {kernel: simulated(folder, mode=mode, attn_implementation=kernel) for kernel in KERNELS}
     for kernel, row in rows.items():
         error = (row.peak_bytes - measured[kernel]) / measured[kernel]
         assert abs(error) <= TOLERANCE, (kernel, mode, row.peak_bytes, measured[kernel], f"{error:+.2%}")

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from testkit.cli_each import run_each
 from testkit.hub_process import REPO_ROOT, hub_env
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -97,6 +98,18 @@ def page(browser: Any) -> Iterator[Any]:
     page.set_default_timeout(90_000)
     yield page
     context.close()
+
+
+def cli_jsons(env: dict[str, str], questions: dict[str, tuple[str, ...]]) -> dict[str, subprocess.CompletedProcess[str]]:
+    """What the command line says to each question (``name: (model, *options)``), ``--format json``, every answer from
+    one ``estimate-memory`` subprocess (testkit.cli_each: the imports paid once); read one with :func:`answer_json`."""
+    answers = run_each(*[(model, "--format", "json", *options) for model, *options in questions.values()], env=env, timeout=900)
+    return dict(zip(questions, answers, strict=True))
+
+
+def answer_json(answer: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert answer.returncode == 0, answer.stderr
+    return dict(json.loads(answer.stdout))
 
 
 def cli_json(model: str, env: dict[str, str], *args: str) -> dict[str, Any]:

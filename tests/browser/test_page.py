@@ -15,10 +15,28 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from estimator.fit.gpus import GPU_NAMES
 from estimator.units import format_bytes
 from testkit.hub_process import REPO_ROOT
-from tests.browser.conftest import cli_json
+from tests.browser.conftest import answer_json, cli_jsons
 
 pytestmark = pytest.mark.browser
 MODEL = "openai-community/gpt2"
+GGUF = "estimator-test/gguf-only"
+QUESTIONS = {  # what each test asks the command line, the independent path to the page's figures
+    "typed": (MODEL, "--cross-check", "--dtypes", "float32", "bfloat16", "int8", "int4"),  # the app always cross-checks
+    "bert": ("google-bert/bert-base-cased", "--dtypes", "bfloat16", "float32", "--cross-check"),
+    "inference": (MODEL, "--dtypes", "float32", "--mode", "inference", "--batch-size", "2", "--seq-len", "128", "--max-new-tokens", "32",
+                  "--device", "cpu"),
+    "serving": (MODEL, "--mode", "serving", "--dtypes", "float16", "bfloat16", "--gpu", "L4", "--gpu-memory-utilization", "0.8",
+                "--max-model-len", "1024", "--max-num-seqs", "64"),
+    "zero2": (MODEL, "--mode", "training", "--dtypes", "float32", "--batch-size", "1", "--seq-len", "128", "--gpus", "4",
+              "--strategy", "zero2", "--offload", "optimizer"),
+    "gguf": (GGUF, "--mode", "inference", "--ctx", "4096", "--cache-type", "q8_0", "--gguf-file", "Q8_0"),
+}
+
+
+@pytest.fixture(scope="module")
+def cli(app_env: dict[str, str]) -> dict[str, Any]:
+    """The command line's answers to ``QUESTIONS``, from one subprocess."""
+    return cli_jsons(app_env, QUESTIONS)
 
 
 def grid_rows(page: Any, elem_id: str) -> list[list[str]]:
@@ -68,12 +86,12 @@ def model_box(page: Any) -> Any:
     return page.locator("#model textarea, #model input").first
 
 
-def test_type_a_model_and_see_the_cli_s_bytes(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+def test_type_a_model_and_see_the_cli_s_bytes(page: Any, app_url: str, cli: dict[str, Any]) -> None:
     open_app(page, app_url)
     model_box(page).fill(MODEL)
     page.locator("#go").click()
     wait_for_result(page, MODEL)
-    truth = cli_json(MODEL, app_env, "--cross-check", "--dtypes", "float32", "bfloat16", "int8", "int4")  # the app always cross-checks
+    truth = answer_json(cli["typed"])
     table = table_by_dtype(page)
     assert list(table) == [row["dtype"] for row in truth["rows"]] == ["float32", "bfloat16", "int8", "int4"]  # the page's defaults
     for row in truth["rows"]:
@@ -94,7 +112,7 @@ def test_type_a_model_and_see_the_cli_s_bytes(page: Any, app_url: str, app_env: 
     assert page.locator("#chart .mme-bar").count() == 6  # a load and a train bar per row that can be trained
 
 
-def test_share_link_fills_the_form_and_runs_with_no_click(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+def test_share_link_fills_the_form_and_runs_with_no_click(page: Any, app_url: str, cli: dict[str, Any]) -> None:
     query = (
         "model=google-bert/bert-base-cased&revision=main&library=auto&dtypes=bfloat16,float32&mode=load&batch=1&seq=auto"
         "&image=auto&new_tokens=0&device=cuda&optimizer=adamw&pure16=0&checkpointing=0&lora=none&gpu=T4"
@@ -102,7 +120,7 @@ def test_share_link_fills_the_form_and_runs_with_no_click(page: Any, app_url: st
     page.goto(app_url + "?" + query)
     wait_for_result(page, "google-bert/bert-base-cased")
     assert model_box(page).input_value() == "google-bert/bert-base-cased"
-    truth = cli_json("google-bert/bert-base-cased", app_env, "--dtypes", "bfloat16", "float32", "--cross-check")
+    truth = answer_json(cli["bert"])
     table = table_by_dtype(page)
     assert list(table) == ["float32", "bfloat16"]  # the checkboxes' order, whatever order the link gave
     for row in truth["rows"]:
@@ -143,11 +161,10 @@ def test_missing_repo_shows_a_friendly_error(page: Any, app_url: str) -> None:
     assert "Traceback" not in page.content()
 
 
-def test_inference_link_shows_the_simulated_peak(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+def test_inference_link_shows_the_simulated_peak(page: Any, app_url: str, cli: dict[str, Any]) -> None:
     page.goto(app_url + f"?model={MODEL}&dtypes=float32&mode=inference&batch=2&seq=128&new_tokens=32&device=cpu")
     wait_for_result(page, MODEL)
-    truth = cli_json(MODEL, app_env, "--dtypes", "float32", "--mode", "inference", "--batch-size", "2", "--seq-len", "128",
-                     "--max-new-tokens", "32", "--device", "cpu")
+    truth = answer_json(cli["inference"])
     shown = table_by_dtype(page)["float32"]
     assert shown["Peak (inference)"] == format_bytes(truth["rows"][0]["peak_bytes"])
     page.locator("#advanced").click()
@@ -188,7 +205,7 @@ def test_training_options_from_a_share_link(browser: Any, app_url: str, name: st
     assert scroll_width <= width + 1, "the page scrolls sideways"
 
 
-def test_serving_view_from_a_share_link(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+def test_serving_view_from_a_share_link(page: Any, app_url: str, cli: dict[str, Any]) -> None:
     """Mode serving: the vLLM plan per dtype, each line equal to the CLI's ``serving`` figures, on a desktop and a phone."""
     query = (f"model={MODEL}&dtypes=float16,bfloat16&mode=serving&gpu=L4&gpu_memory_utilization=0.8&max_model_len=1024"
              "&max_num_seqs=64&kv_cache_dtype=auto&block_size=16")
@@ -199,8 +216,7 @@ def test_serving_view_from_a_share_link(page: Any, app_url: str, app_env: dict[s
     except PlaywrightTimeoutError:
         raise AssertionError("no serving plan on the page: " + page.locator("#status").inner_text()[:300]
                              + " | " + page.locator("#summary").inner_text()[:300] + " | " + page.locator("#notices").inner_text()[:300]) from None
-    truth = cli_json(MODEL, app_env, "--mode", "serving", "--dtypes", "float16", "bfloat16", "--gpu", "L4",
-                     "--gpu-memory-utilization", "0.8", "--max-model-len", "1024", "--max-num-seqs", "64")
+    truth = answer_json(cli["serving"])
     header, *lines = grid_rows(page, "fits")
     assert header == ["vLLM budget", "float16", "bfloat16"]
     plan = {cells[0]: dict(zip(header[1:], cells[1:], strict=True)) for cells in lines}
@@ -224,13 +240,12 @@ def test_serving_view_from_a_share_link(page: Any, app_url: str, app_env: dict[s
             page.locator("#result-area").screenshot(path=str(REPO_ROOT / "docs" / "screenshots" / f"{name}.png"))
 
 
-def test_several_gpus_from_a_share_link(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+def test_several_gpus_from_a_share_link(page: Any, app_url: str, cli: dict[str, Any]) -> None:
     """ZeRO-2 over 4 GPUs: the page's per-GPU peak is the CLI's, and the link carries the strategy."""
     page.goto(app_url + f"?model={MODEL}&dtypes=float32&mode=training&batch=1&seq=128&gpus=4&strategy=zero2&offload=optimizer")
     page.wait_for_function("() => { const g = document.querySelector('#results table'); return g && g.textContent.includes('per GPU'); }",
                            timeout=300_000)
-    truth = cli_json(MODEL, app_env, "--mode", "training", "--dtypes", "float32", "--batch-size", "1", "--seq-len", "128",
-                     "--gpus", "4", "--strategy", "zero2", "--offload", "optimizer")
+    truth = answer_json(cli["zero2"])
     row = table_by_dtype(page)["float32"]
     assert row["Peak (training, per GPU (× 4), zero2)"] == format_bytes(truth["rows"][0]["peak_bytes"])
     assert row["CPU memory per node (offload)"] == format_bytes(truth["rows"][0]["cpu_bytes"])
@@ -239,18 +254,17 @@ def test_several_gpus_from_a_share_link(page: Any, app_url: str, app_env: dict[s
     assert (shown["gpus"], shown["nodes"], shown["strategy"], shown["offload"]) == ("4", "1", "zero2", "optimizer")
 
 
-def test_gguf_inference_from_a_share_link(page: Any, app_url: str, app_env: dict[str, str]) -> None:
+def test_gguf_inference_from_a_share_link(page: Any, app_url: str, cli: dict[str, Any]) -> None:
     """A GGUF-only repo in inference: the page's figures are the CLI's (llama.cpp's context, cache type and
     file from the link), and the link it shows carries them back."""
-    gguf = "estimator-test/gguf-only"
-    page.goto(app_url + f"?model={gguf}&mode=inference&ctx=4096&cache_type=q8_0&gguf_file=Q8_0")
+    page.goto(app_url + f"?model={GGUF}&mode=inference&ctx=4096&cache_type=q8_0&gguf_file=Q8_0")
     try:
         page.wait_for_function("() => { const g = document.querySelector('#results table'); return g && g.textContent.includes('Q8_0'); }",
                                timeout=120_000)
     except PlaywrightTimeoutError:
         raise AssertionError("no GGUF answer on the page: " + page.locator("#status").inner_text()[:300]
                              + " | " + page.locator("#summary").inner_text()[:300]) from None
-    truth = cli_json(gguf, app_env, "--mode", "inference", "--ctx", "4096", "--cache-type", "q8_0", "--gguf-file", "Q8_0")
+    truth = answer_json(cli["gguf"])
     (row,) = truth["rows"]
     shown = table_by_dtype(page)
     assert list(shown) == [row["dtype"]] == ["Q8_0"]

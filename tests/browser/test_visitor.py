@@ -19,7 +19,7 @@ from estimator.fit.gpus import GPU_NAMES
 from estimator.units import format_bytes
 from estimator_app.chart import LABELS as PART_LABELS
 from testkit.hub_process import REPO_ROOT
-from tests.browser.conftest import cli_json
+from tests.browser.conftest import answer_json, cli_jsons
 from tests.browser.test_page import MODEL, model_box, open_advanced, open_app, table_by_dtype, wait_for_result
 
 pytestmark = pytest.mark.browser
@@ -73,17 +73,18 @@ def test_load_then_training_then_inference_in_one_tab(page: Any, app_url: str, a
     tick_only(page, ["bfloat16", "float32"])
     page.locator("#go").click()
     wait_for_mode(page, "training")
-    truth = cli_json(MODEL, app_env, "--cross-check", "--mode", "training", "--batch-size", "2", "--seq-len", "64", "--dtypes", "float32", "bfloat16")
-    check_peaks(page, truth, "training")
+    truths = cli_jsons(app_env, {  # the command line's answers to both steps of this visit, from one subprocess
+        "training": (MODEL, "--cross-check", "--mode", "training", "--batch-size", "2", "--seq-len", "64", "--dtypes", "float32", "bfloat16"),
+        "inference": (MODEL, "--cross-check", "--mode", "inference", "--batch-size", "2", "--seq-len", "64", "--max-new-tokens", "16",
+                      "--dtypes", "float32", "bfloat16")})
+    check_peaks(page, answer_json(truths["training"]), "training")
 
     # inference in the same tab: the legend drops what training had (gradients, optimizer states)
     page.locator("#mode").get_by_role("radio", name="inference").check()
     page.locator("#new-tokens input").fill("16")
     page.locator("#go").click()
     wait_for_mode(page, "inference")
-    truth = cli_json(MODEL, app_env, "--cross-check", "--mode", "inference", "--batch-size", "2", "--seq-len", "64",
-                     "--max-new-tokens", "16", "--dtypes", "float32", "bfloat16")
-    check_peaks(page, truth, "inference")
+    check_peaks(page, answer_json(truths["inference"]), "inference")
     assert TRAINING not in next(iter(table_by_dtype(page).values()))  # no training column in inference
     assert "forward, backward" not in page.locator("#method").inner_text()  # the inference method says what ran
 
