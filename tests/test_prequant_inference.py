@@ -23,13 +23,14 @@ from testkit.hub_process import REPO_ROOT
 from testkit.peak_pool import run_truth_jobs
 
 TOLERANCE = 0.02
+# One case per scheme's code path; `python -m bench.prequant_accuracy` runs every scheme on ten architectures
+# (bench/results/prequant_accuracy.md, reported in the README). ao_int8's weights are checked part by part below.
 GRID: dict[str, tuple[str, ...]] = {
-    "ct_w4a16": ("llama_gqa", "qwen3"),
+    "ct_w4a16": ("llama_gqa",),
     "ct_fp8": ("phi3",),
     "fp8_block": ("llama_gqa",),
     "mxfp4": ("gpt_oss_swa",),
     "ao_int4": ("llama_gqa",),
-    "ao_int8": ("qwen3",),
 }
 PAIRS = [(kind, case) for kind, cases in GRID.items() for case in cases]
 _SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, "hidden_size": 64,

@@ -22,7 +22,9 @@ from testkit.cli_each import run_each
 from testkit.peak_pool import run_truth_jobs
 
 TOLERANCE = 0.02
-PAIRS = [("ct_w4a16", "llama_gqa"), ("mxfp4", "gpt_oss_swa")]
+# The dequantize-at-load path once here; `python -m bench.prequant_lora_accuracy` runs 30 pairs (ct_w4a16, ct_fp8,
+# fp8_block on ten causal LMs, mxfp4 on two gpt-oss configs; bench/results/prequant_lora_accuracy.md).
+PAIRS = [("ct_w4a16", "llama_gqa")]
 _SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, "hidden_size": 64,
                 "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
                 "max_position_embeddings": 256, "torch_dtype": "bfloat16"}
