@@ -106,8 +106,8 @@ def _resume_collector() -> None:
 
 def quiet_libraries(*, debug: bool) -> None:
     """Without ``--debug``, the libraries' own warnings stay off standard error (transformers', peft's, torch's,
-    accelerate's and bitsandbytes' ``logging`` records below ERROR and every ``warnings.warn``): what bears on an
-    answer is in its notes, and a failure is the one line below. ``--debug`` shows them all, with debug logs.
+    accelerate's and bitsandbytes' ``logging`` records below ERROR, torch's own loggers (``TORCH_LOGS=-all``) and every
+    ``warnings.warn``): what bears on an answer is in its notes, and a failure is the one line below. ``--debug`` shows them all, with debug logs.
     Also no progress bars, and no Hub telemetry (the agent-harness list huggingface_hub fetches is not part of the
     answer: docs/benchmarks.md, "Hub requests per answer"). Variables the user set win."""
     logging.basicConfig(level=logging.DEBUG if debug else logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
@@ -115,7 +115,8 @@ def quiet_libraries(*, debug: bool) -> None:
         return
     warnings.simplefilter("ignore")
     for name, value in (("TRANSFORMERS_VERBOSITY", "error"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
-                        ("HF_HUB_DISABLE_TELEMETRY", "1"), ("PYTHONWARNINGS", "ignore")):  # the last: subprocesses too
+                        ("HF_HUB_DISABLE_TELEMETRY", "1"), ("PYTHONWARNINGS", "ignore"),
+                        ("TORCH_LOGS", "-all")):  # torch's own loggers at ERROR (torchao's import warns through them)
         os.environ.setdefault(name, value)
 
 

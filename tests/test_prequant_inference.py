@@ -250,3 +250,18 @@ def test_torchao_weights_held_are_the_loaded_ones(kind: str, tmp_path: Path) -> 
     assert held == loaded
     quantized = {name.rsplit(".", 1)[0] for name, (kind_, _, _) in loaded.items() if kind_ != "plain"}
     assert len(quantized) == 14, quantized  # 2 layers x (q, k, v, o, gate, up, down); lm_head and embeddings as stored
+
+
+def test_float8_row_of_a_model_transformers_cannot_quantize_to_fp8_says_why(tmp_path: Path) -> None:
+    """gpt-oss's experts carry biases, which transformers' FP8Experts asserts against: the float8 row is null with
+    transformers' own reason, not an internal error, and the other rows still answer."""
+    from estimator import estimate
+
+    config = _tiny_gpt_oss_config()
+    config.pop("quantization_config")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = estimate(str(tmp_path), dtypes=["float8", "bfloat16"])
+    fp8, bf16 = result.row("float8"), result.row("bfloat16")
+    assert fp8.total_bytes is None and bf16.total_bytes is not None and bf16.total_bytes > 0
+    assert any(n.startswith("float8: transformers' FineGrainedFP8Config cannot quantize this model (FP8Experts does not "
+                            "support bias") for n in fp8.notes), fp8.notes

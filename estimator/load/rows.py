@@ -117,7 +117,12 @@ def _fp8_row(resolved: Resolved, spec: LoadSpec) -> Row:
     from estimator.build.weights import measure
     from estimator.quant.fp8 import to_fp8
 
-    model, skipped = to_fp8(build(resolved, DType.FLOAT8, trust_remote_code=spec.trust_remote_code))
+    built = build(resolved, DType.FLOAT8, trust_remote_code=spec.trust_remote_code)
+    try:
+        model, skipped = to_fp8(built)
+    except AssertionError as refusal:  # transformers' own swap asserts what it cannot convert (FP8Experts with biases)
+        return _null_row(DType.FLOAT8, f"float8: transformers' FineGrainedFP8Config cannot quantize this model ({refusal}); "
+                                       "no float8 row")
     weights = measure(model)
     kept = ", ".join(skipped) if skipped else "none"
     return Row(
