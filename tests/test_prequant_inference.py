@@ -265,3 +265,20 @@ def test_float8_row_of_a_model_transformers_cannot_quantize_to_fp8_says_why(tmp_
     assert fp8.total_bytes is None and bf16.total_bytes is not None and bf16.total_bytes > 0
     assert any(n.startswith("float8: transformers' FineGrainedFP8Config cannot quantize this model (FP8Experts does not "
                             "support bias") for n in fp8.notes), fp8.notes
+
+
+def test_a_simulation_leaves_compressed_tensors_ranges_real(tmp_path: Path) -> None:
+    """compressed-tensors caches its quantization ranges as tensors: one made on the fakes must not reach a later real
+    run in the same process (the app's, a test worker's), which torch would refuse."""
+    from compressed_tensors.quantization import QuantizationArgs
+    from compressed_tensors.quantization.utils.helpers import calculate_range
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from estimator import estimate
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS
+
+    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS["ct_w4a16"]}))
+    row = estimate(str(tmp_path), dtypes=["bfloat16"], mode="inference", device="cpu", seq_len=16, max_new_tokens=2).rows[0]
+    assert row.peak_bytes
+    low, high = calculate_range(QuantizationArgs(num_bits=4, type="int", symmetric=True), "cpu")
+    assert not isinstance(low, FakeTensor) and not isinstance(high, FakeTensor)

@@ -106,7 +106,7 @@ def scheme_of(quantization_config: dict[str, Any] | None) -> Scheme | None:
         return _marlin_scheme(quantization_config)
     if method == Scheme.TORCHAO.value and importlib.util.find_spec("torchao") is not None:
         return Scheme.TORCHAO  # its configs not simulated get a reason (cpu_refusal)
-    if (method == Scheme.COMPRESSED_TENSORS.value and _ct_formats(quantization_config) <= _CT_DECOMPRESSED
+    if (method == Scheme.COMPRESSED_TENSORS.value and ct_formats(quantization_config) <= _CT_DECOMPRESSED
             and importlib.util.find_spec("compressed_tensors") is not None):
         return Scheme.COMPRESSED_TENSORS
     return None
@@ -153,14 +153,14 @@ def _marlin_words(qc: dict[str, Any]) -> str:
 _CT_DECOMPRESSED = frozenset({"pack-quantized", "naive-quantized", "float-quantized", "int-quantized", "dense"})
 
 
-def _ct_formats(qc: dict[str, Any]) -> set[str]:
+def ct_formats(qc: dict[str, Any]) -> set[str]:
     groups = qc.get("config_groups") or {}
     found = {str(g.get("format") or qc.get("format") or "") for g in groups.values() if isinstance(g, dict)}
     found.add(str(qc.get("format") or "dense"))
     return found - {""} or {"dense"}
 
 
-def _ct_weights(qc: dict[str, Any]) -> str:
+def ct_weights(qc: dict[str, Any]) -> str:
     """A few words on a compressed-tensors checkpoint's weights: '4-bit int, group 128' and the like."""
     parts = []
     for group in (qc.get("config_groups") or {}).values():
@@ -176,7 +176,7 @@ def held_label(quantization_config: dict[str, Any], device: str, load_dtype: str
     """The row's ``weights_held``: the scheme and the kernel the simulation assumed."""
     scheme = scheme_of(quantization_config)
     if scheme is Scheme.COMPRESSED_TENSORS:
-        return (f"compressed-tensors {'/'.join(sorted(_ct_formats(quantization_config)))} {_ct_weights(quantization_config)}, "
+        return (f"compressed-tensors {'/'.join(sorted(ct_formats(quantization_config)))} {ct_weights(quantization_config)}, "
                 f"decompressed to {load_dtype} at the first forward")
     if scheme in (Scheme.GPTQ, Scheme.AWQ):
         return f"{_marlin_words(quantization_config)} as stored; Marlin kernel (modelled from its source)"
@@ -313,10 +313,24 @@ def pack(model: nn.Module, fake_mode: FakeTensorMode, quantization_config: dict[
 
 
 def _decompressing(hook: Callable[..., Any], model: nn.Module, args: Any) -> Any:
-    with _stored_shapes(model), _quiet(), _no_progress_bars():
+    with _stored_shapes(model), _quiet(), _no_progress_bars(), _fresh_ranges():
         found = hook(model, args)
     _weights_relabelled(model)
     return found
+
+
+@contextlib.contextmanager
+def _fresh_ranges() -> Iterator[None]:
+    """compressed-tensors caches each quantization range as a tensor (``_calculate_range``, an ``lru_cache``): made
+    under this simulation's fake mode, it would be a fake tensor handed to the next simulation's fake mode or to a real
+    run in the same process (the app's, a test worker's), which torch refuses. Emptied before and after."""
+    from compressed_tensors.quantization.utils import helpers
+
+    helpers._calculate_range.cache_clear()
+    try:
+        yield
+    finally:
+        helpers._calculate_range.cache_clear()
 
 
 def _weights_relabelled(model: nn.Module) -> None:

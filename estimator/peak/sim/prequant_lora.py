@@ -38,7 +38,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from estimator.peak.sim.prequant import Scheme, _ct_formats, _ct_weights, scheme_of
+from estimator.peak.sim.prequant import Scheme, ct_formats, ct_weights, scheme_of
 from estimator.peak.sim.training import Recipe
 
 __all__ = ["as_stored", "held_label", "note", "refusal", "training_recipe"]
@@ -100,7 +100,7 @@ def held_label(quantization_config: dict[str, Any], device: str, load_dtype: str
         return (f"fp8 blocks {block[0]}x{block[1]} as stored (frozen); finegrained-fp8 kernel (modelled), "
                 "backward through the dequantized weight")
     if scheme is Scheme.COMPRESSED_TENSORS:
-        what = f"compressed-tensors {'/'.join(sorted(_ct_formats(quantization_config)))} {_ct_weights(quantization_config)}"
+        what = f"compressed-tensors {'/'.join(sorted(ct_formats(quantization_config)))} {ct_weights(quantization_config)}"
         return f"{what}, dequantized to {load_dtype} at load (CompressedTensorsConfig(dequantize=True)) for training"
     if scheme is Scheme.MXFP4:
         return f"mxfp4 experts, dequantized to {load_dtype} at load (Mxfp4Config(dequantize=True)) for training"
