@@ -18,7 +18,7 @@ import torch
 from estimator.peak import simulate_peak
 from estimator.peak.sim.layer_trace import Periodicity, canonical, prove, whole_trace_from_one
 from estimator.peak.sim.training import Recipe
-from tests.test_layer_trace import CASES, WRITTEN, _model, _periodic, _scaled
+from tests.test_layer_trace import CASES, LORA_CHECKPOINTED, WRITTEN, _model, _periodic, _scaled
 
 LORA = Recipe(lora_rank=4, autocast_dtype=torch.bfloat16)
 
@@ -108,3 +108,47 @@ def test_a_batch_that_copies_more_is_written_from_one_sample() -> None:
     assert any("simulated with (3,) layers" in n and WRITTEN in n for n in one.notes), one.notes
     assert (one.peak_bytes, one.components, one.allocator_overhead) == (
         whole.peak_bytes, whole.components, whole.allocator_overhead)
+
+
+def test_a_batch_that_copies_more_across_the_checkpoints_frees_is_written_from_one_sample() -> None:
+    """Llama LoRA with gradient checkpointing: batch 2's copy of the shifted labels is allocated before the layers'
+    checkpoints are freed and freed after them (two fixed pieces, a run between); the row's proof (batch 1) still
+    writes batch 2's 3-layer sample, with the whole model's peak, breakdown and allocator figures to the byte."""
+    work: dict[str, Any] = {"mode": "training", "recipe": LORA_CHECKPOINTED}
+    periodicity = Periodicity()
+    simulate_peak(_model("llama"), allocator=True, device="cuda", batch_size=1, seq_len=64, periodicity=periodicity, **work)
+    shape: dict[str, Any] = {"device": "cuda", "batch_size": 2, "seq_len": 64}
+    one = simulate_peak(_model("llama"), allocator=True, periodicity=periodicity, **shape, **work)
+    whole = simulate_peak(_model("llama"), extrapolate_layers=False, **shape, **work)
+    assert len(periodicity.proofs) == 1
+    assert any("simulated with (3,) layers" in n and WRITTEN in n for n in one.notes), one.notes
+    assert (one.peak_bytes, one.components, one.allocator_overhead) == (
+        whole.peak_bytes, whole.components, whole.allocator_overhead)
+
+
+def _marked(k: int, shape: bool = False, freed: str = "") -> list[tuple[int, int]]:
+    """:func:`_periodic` of ``k`` layers with a temporary (key 997) between the forward and the backward (a fixed
+    piece there), at the proof's shape or (``shape``) another; ``freed``: a copy more (key 998) allocated after the
+    head and freed in that fixed piece (``"after"``: past the weights' and the forward's runs; a free right after the
+    forward's would be put among its last layer's frees, :func:`~estimator.peak.sim.layer_trace.canonical`) or after the first
+    layer's forward (``"inside"``: within a run)."""
+    events = _scaled(_periodic(k), 3) if shape else _periodic(k)
+    head, weights, forward, backward = events[:1], events[1:1 + k], events[1 + k:1 + 4 * k], events[1 + 4 * k:]
+    marker = [(997, 32), (997, -1)]
+    if freed == "after":
+        return [*head, (998, 64), *weights, *forward, (997, 32), (998, -1), (997, -1), *backward]
+    if freed == "inside":
+        return [*head, (998, 64), *weights, *forward[:3], (998, -1), *forward[3:], *marker, *backward]
+    return [*head, *weights, *forward, *marker, *backward]
+
+
+def test_one_sample_with_a_copy_more_across_runs_is_written_only_between_fixed_pieces() -> None:
+    """A copy more allocated in one fixed piece and freed in a later one, runs between (the shape's only difference
+    from the proof's), is written into every layer count's trace; freed inside a run, it is not."""
+    proof = prove([_marked(k) for k in (2, 3, 4)], (2, 3, 4))
+    assert proof is not None
+    labels = _labels() + ["temporaries"] * 500
+    assert whole_trace_from_one(proof, _marked(3, shape=True), 3, 9, labels) is not None  # the shape alone: written
+    written = whole_trace_from_one(proof, _marked(3, shape=True, freed="after"), 3, 9, labels)
+    assert written is not None and canonical(written[0]) == canonical(_marked(9, shape=True, freed="after"))
+    assert whole_trace_from_one(proof, _marked(3, shape=True, freed="inside"), 3, 9, labels) is None

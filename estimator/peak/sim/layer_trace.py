@@ -28,8 +28,8 @@ How, and what is checked (any failure returns ``None``: the caller simulates the
 
 The pieces and rules (a :class:`Proof`) are kept per row (:class:`Periodicity`): the fit search's other shapes
 run the 3-layer sample only and are written by :func:`whole_trace_from_one` where a proof gives it back exactly
-(also with a few events more inside one fixed piece, allocated and freed there: a copy where the proof's shape took
-a view), else the 4-layer sample too (:func:`whole_trace_from`: both given back exactly), else all three.
+(also with a few events more inside one fixed piece, allocated and freed there, or one allocated in a fixed piece and
+freed in a later one: a copy where the proof's shape took a view), else the 4-layer sample too (:func:`whole_trace_from`: both given back exactly), else all three.
 
 ``tests/test_layer_trace.py`` checks the allocator's figures from the written trace against the
 whole model's simulation on several families, and that models whose layer samples are not periodic
@@ -470,15 +470,16 @@ def whole_trace_from_one(proof: Proof, sample: Sequence[Event], size: int, n_lay
 
 def _recut(proof: Proof, found: _Canonical) -> list[tuple[list[_Piece], dict[tuple[int, int], list[Rule]]]]:
     """The proof's pieces and rules with the events that ``found`` (one layer less than the proof's top, at another
-    shape) has more in one of its fixed pieces, in every way they can be found (none: an empty list). The events
-    more must be a few allocations (at most :data:`_MORE` events in all) each freed within that same piece: removing
-    them leaves the piece's own events, in sign and in their lifetimes within the piece, and every run its copies
-    alike (where several events alike could be the ones more, each way is a candidate, and the caller takes the
-    written trace only where every candidate that gives the sample back writes the same one); a step
-    that copies a tensor at this shape where it took a view at the proof's (Llama's shifted labels at batch 2, not at
-    batch 1), outside the layers, so the same in every layer count. The runs and every other rule are the proof's
-    (offsets moved past the events more); :func:`whole_trace_from_one` then checks the sample against them, token
-    and partner."""
+    shape) has more in its fixed pieces, in every way they can be found (none: an empty list): a few allocations (at
+    most :data:`_MORE` events in all) each freed within the same fixed piece, or one allocation and its free in two
+    fixed pieces (:func:`_pair_ways`). Removing them leaves the pieces' own events, in sign and in their lifetimes
+    within the piece, and every run its copies alike (where several events alike could be the ones more, each way
+    is a candidate, and the caller takes the written trace only where every candidate that gives the sample back
+    writes the same one): a step that copies a tensor at this shape where it took a view at the proof's (Llama's
+    shifted labels at batch 2, not at batch 1), outside the layers, so the same in every layer count (with
+    gradient checkpointing the copy lives across the frees of the layers' checkpoints, a run between its two fixed
+    pieces). The runs and every other rule are the proof's (offsets moved past the events more);
+    :func:`whole_trace_from_one` then checks the sample against them, token and partner."""
     if not proof.top:
         return []
     pieces = list(proof.pieces)
@@ -489,7 +490,7 @@ def _recut(proof: Proof, found: _Canonical) -> list[tuple[list[_Piece], dict[tup
     partner = _partners(before, proof.rules)
     if partner is None:
         return []
-    ways: list[tuple[int, list[int], list[int]]] = []  # (host piece, its events' new offsets, the events more)
+    ways: list[list[tuple[int, list[int], list[int]]]] = []  # per host piece: (host, its events' new offsets, the events more)
     for host, piece in enumerate(pieces):
         if piece.is_run:
             continue
@@ -514,29 +515,74 @@ def _recut(proof: Proof, found: _Canonical) -> list[tuple[list[_Piece], dict[tup
             inside = {o: partner[old_start + o] - old_start for o in range(piece.length)
                       if 0 <= partner[old_start + o] - old_start < piece.length}
             if all(found.partner[start + own[o]] == start + own[q] for o, q in inside.items()):
-                ways.append((host, own, more))
+                ways.append([(host, own, more)])
+    if extra == 2:
+        ways += _pair_ways(before, found)
     return [_recut_as(proof, found, way) for way in ways]
 
 
-def _recut_as(proof: Proof, found: _Canonical, way: tuple[int, list[int], list[int]],
+def _pair_ways(before: _Layout, found: _Canonical) -> list[list[tuple[int, list[int], list[int]]]]:
+    """The ways of :func:`_recut` with one allocation more and its free (``found`` two events longer than ``before``,
+    the proof's layout one layer less): an allocation ``a`` freed at ``f`` whose removal leaves ``before``'s signs
+    (allocation or free) event for event, each of the two in another fixed piece (where it sits between two pieces,
+    the fixed one), as ``(host, own offsets, offsets more)`` per host piece. Only signs are compared here (this shape's
+    sizes differ); the caller checks tokens and lifetimes."""
+    sb = [t > 0 for t in before.tokens]
+    sf = [t > 0 for t in found.tokens]
+    n = len(sb)
+    if len(sf) != n + 2:
+        return []
+    prefix = next((i for i, (x, y) in enumerate(zip(sb, sf, strict=False)) if x != y), n)  # sf[:a] == sb[:a] iff a <= prefix
+    suffix = next((k for k in range(n) if sb[n - 1 - k] != sf[n + 1 - k]), n)  # sf[n+2-k:] == sb[n-k:] iff k <= suffix
+    shifted = [0]  # mismatches of sf[i + 1] against sb[i] below i
+    for i in range(n):
+        shifted.append(shifted[-1] + (sf[i + 1] != sb[i]))
+
+    def hosts(slot: int) -> list[int]:
+        """The fixed pieces an event more may belong to that sits just before ``before``'s position ``slot``."""
+        near = {before.where[q][0] for q in (slot - 1, slot) if 0 <= q < n}
+        return sorted(p for p in near if not before.pieces[p].is_run)
+
+    ways = []
+    for a in range(min(prefix, n) + 1):
+        f = found.partner[a]
+        if found.tokens[a] < 0 or f < 0 or n + 1 - f > suffix or shifted[f - 1] - shifted[a]:
+            continue
+        for host_a in hosts(a):
+            for host_f in hosts(f - 1):
+                if host_f <= host_a:  # one host: :func:`_recut`'s own search
+                    continue
+                start_a = before.starts[host_a]
+                start_f = before.starts[host_f] + 1  # past the allocation more
+                length_a, length_f = before.pieces[host_a].length + 1, before.pieces[host_f].length + 1
+                ways.append([(host_a, [o for o in range(length_a) if o != a - start_a], [a - start_a]),
+                             (host_f, [o for o in range(length_f) if o != f - start_f], [f - start_f])])
+    return ways
+
+
+def _recut_as(proof: Proof, found: _Canonical, way: list[tuple[int, list[int], list[int]]],
               ) -> tuple[list[_Piece], dict[tuple[int, int], list[Rule]]]:
-    """The pieces and rules of one way of :func:`_recut`: ``(host piece, its own events' offsets, the events more)``."""
-    host, own, more = way
+    """The pieces and rules of one way of :func:`_recut`: ``(host piece, its own events' offsets, the events more)``
+    per host."""
+    hosts = {host: (own, more) for host, own, more in way}
 
     def moved(piece: int, offset: int) -> int:
-        return own[offset] if piece == host else offset
+        return hosts[piece][0][offset] if piece in hosts else offset
 
     recut = []
     at = 0
     for i, p in enumerate(proof.pieces):
-        recut.append(_Piece(at, p.length + (len(more) if i == host else 0), p.copies, p.per_layer))
+        recut.append(_Piece(at, p.length + (len(hosts[i][1]) if i in hosts else 0), p.copies, p.per_layer))
         at += recut[-1].length * max(p.copies, 1)
     rules = {(p, moved(p, o)): [(p2, moved(p2, o2), form, d, r) for p2, o2, form, d, r in site]
              for (p, o), site in proof.rules.items()}
-    start = _Layout(recut, [0] * at, 1).starts[host]
-    for o in more:
-        if found.tokens[start + o] > 0:
-            rules[(host, o)] = [(host, found.partner[start + o] - start, "fixed", 0, 1)]
+    layout = _Layout(recut, [0] * at, 1)
+    where = {layout.starts[host] + o: (host, o) for host, (_, more) in hosts.items() for o in more}
+    for position, (host, o) in where.items():
+        if found.tokens[position] > 0:
+            other = where.get(found.partner[position])
+            if other is not None:
+                rules[(host, o)] = [(other[0], other[1], "fixed", 0, 1)]
     return recut, rules
 
 
