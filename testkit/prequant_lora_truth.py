@@ -27,9 +27,8 @@ import tempfile
 from typing import Any
 
 import torch
-from torch.profiler import record_function
 
-from testkit.checkpoint_truth import answer, meta_bf16
+from testkit.checkpoint_truth import answer, lora_window, meta_bf16
 from testkit.prequant_truth import KINDS, QUANTIZATION_CONFIGS, case_of, cases_for, make_checkpoint, prequant_peak
 
 __all__ = ["KINDS", "LORA_RANK", "SEQ_LEN", "TARGETS", "cases_for", "default_load_refused", "measure", "simulate"]
@@ -54,25 +53,12 @@ def _load_kwargs(kind: str) -> dict[str, Any]:
 
 
 def measure(case_name: str, kind: str) -> dict[str, int]:
-    from peft import LoraConfig, get_peft_model
-
-    from estimator.peak.inputs.providers import workload_for
-    from testkit.training_truth import train_step
-
     case = case_of(case_name)
 
     def run(model: Any) -> None:
         assert not getattr(model, "is_quantized", False) and getattr(model, "hf_quantizer", None) is None, kind
-        wl = workload_for(model, batch_size=case.batch_size, seq_len=SEQ_LEN)
-        inputs = wl.make_inputs()
-        targets = list(TARGETS[case_name]) if case_name in TARGETS else None
-        model = get_peft_model(model, LoraConfig(r=LORA_RANK, target_modules=targets))
-        model.train()
-        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-        with record_function(_WORK):
-            for _ in range(2):
-                train_step(model, wl, inputs, opt, torch.bfloat16)
-        del opt, model
+        lora_window(model, case.batch_size, SEQ_LEN, _WORK, rank=LORA_RANK,
+                    targets=list(TARGETS[case_name]) if case_name in TARGETS else None)
 
     return prequant_peak(case_name, kind, run, _WORK, **_load_kwargs(kind))
 

@@ -37,9 +37,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.profiler import record_function
 
-from testkit.checkpoint_truth import answer, checkpoint_peak, meta_bf16
+from testkit.checkpoint_truth import answer, checkpoint_peak, generate_window, meta_bf16
 from testkit.peak_cases import PeakCase
 from testkit.quant_truth import QUANT_CASES
 
@@ -223,13 +222,7 @@ def measure(case_name: str, kind: str) -> dict[str, int]:
         if kind == "mxfp4":  # dequantized at load: the experts are GptOssExperts in bfloat16
             experts = model.model.layers[0].mlp.experts
             assert type(experts).__name__ == "GptOssExperts" and experts.gate_up_proj.dtype == torch.bfloat16, experts
-        model.eval()
-        ids = torch.randint(0, model.config.vocab_size, (case.batch_size, case.seq_len))
-        with record_function(_WORK), torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
-                                 min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
-        assert out.shape[1] == case.seq_len + NEW_TOKENS
-        del out, ids, model
+        generate_window(model, case, NEW_TOKENS, _WORK)
 
     return prequant_peak(case_name, kind, run, _WORK)
 
