@@ -12,21 +12,16 @@ measured. ``--only`` / ``--kinds`` run those and write nothing.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-import warnings
-from pathlib import Path
 
 import compressed_tensors
 import torch
 import torchao
 import transformers
 
-from bench._smoke import SMOKE_HELP
-from bench._truth_rows import truth_rows
-from testkit.peak_pool import run_truth_jobs
-from testkit.prequant_truth import KINDS, MXFP4_CASES, cases_for, simulate
+from bench._truth_rows import truth_bench_main
+from testkit import prequant_truth
+from testkit.prequant_truth import MXFP4_CASES, cases_for
 from testkit.quant_truth import QUANT_CASES
 
 CASES = (*QUANT_CASES, *MXFP4_CASES)
@@ -42,46 +37,25 @@ KNOWN = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    warnings.filterwarnings("ignore")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("bench/results/prequant_accuracy.md"))
-    parser.add_argument("--only", default=None)
-    parser.add_argument("--kinds", default=None)
-    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
-    args = parser.parse_args(argv)
-    if args.smoke:  # one simulation, no measurement, nothing written
-        sim = simulate(CASES[0], KINDS[0])
-        print(f"smoke: {CASES[0]} {KINDS[0]} simulated {sim['peak_bytes']:,} B ({sim['method']})")
-        return 0 if sim["method"] == "simulated" else 1
-    cases = [c for c in CASES if c not in NOTHING_QUANTIZED and (not args.only or c in args.only.split(","))]
-    kinds = [k for k in KINDS if not args.kinds or k in args.kinds.split(",")]
-    pairs = [(c, k) for c in cases for k in kinds if c in cases_for(k)]
-    start = time.perf_counter()
-    found = run_truth_jobs("testkit.prequant_truth", [(side, c, k) for c, k in pairs for side in ("truth", "sim")], processes=2)
-    lines = ["# Pre-quantized checkpoints: simulated peak vs measured on CPU", "",
-             f"torch {torch.__version__}, transformers {transformers.__version__}, compressed-tensors "
-             f"{compressed_tensors.__version__}, torchao {torchao.__version__}; `python -m bench.prequant_accuracy` ({time.perf_counter() - start:.0f} s).", "",
-             "Each case: the tiny model quantized for real on CPU and saved as the kind's checkpoint, loaded with "
-             "`from_pretrained(dtype=torch.bfloat16)` and run with `generate` (prefill + 32 new tokens) under "
-             "`torch.profiler` (testkit/prequant_truth.py), against the simulation from the config alone.", "",
-             "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
-    rows, worst = truth_rows(pairs, found)
-    lines += rows
-    lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN, "",
-              "Kinds: ct_w4a16 = compressed-tensors pack-quantized int4 (groups of 32; llm-compressor's GPTQ / W4A16 "
-              "layout); ct_fp8 = compressed-tensors naive-quantized float8_e4m3fn weights per channel (FP8 W8A16); fp8_block = "
-              "transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's), which transformers dequantizes on CPU while loading; "
-              "mxfp4 = gpt-oss's MoE experts as MXFP4 blocks and scales (gpt_oss, gpt_oss_swa only), which transformers "
-              "dequantizes on CPU while loading; ao_int8 = torchao Int8WeightOnlyConfig (per row), ao_int4 = torchao "
-              "IntxWeightOnlyConfig int4 (groups of 32, unpacked_to_int8), quantized by torchao through transformers' "
-              "TorchAoConfig and saved with save_pretrained.",
-              "gpt2 is left out: its Conv1D layers are not nn.Linear, so neither format quantizes anything in it.", "",
-              *CUDA_ONLY]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.only and not args.kinds:
-        args.out.write_text(text)
-    return 0
+    return truth_bench_main(
+        argv, name="prequant_accuracy", doc=__doc__, truth=prequant_truth, cases=CASES,
+        keep=lambda case, kind: case not in NOTHING_QUANTIZED and case in cases_for(kind),
+        title="Pre-quantized checkpoints: simulated peak vs measured on CPU",
+        versions=f"torch {torch.__version__}, transformers {transformers.__version__}, compressed-tensors "
+                 f"{compressed_tensors.__version__}, torchao {torchao.__version__}",
+        about="Each case: the tiny model quantized for real on CPU and saved as the kind's checkpoint, loaded with "
+              "`from_pretrained(dtype=torch.bfloat16)` and run with `generate` (prefill + 32 new tokens) under "
+              "`torch.profiler` (testkit/prequant_truth.py), against the simulation from the config alone.",
+        notes=[*KNOWN, "",
+               "Kinds: ct_w4a16 = compressed-tensors pack-quantized int4 (groups of 32; llm-compressor's GPTQ / W4A16 "
+               "layout); ct_fp8 = compressed-tensors naive-quantized float8_e4m3fn weights per channel (FP8 W8A16); fp8_block = "
+               "transformers' FineGrainedFP8 layout (DeepSeek-V3/R1's), which transformers dequantizes on CPU while loading; "
+               "mxfp4 = gpt-oss's MoE experts as MXFP4 blocks and scales (gpt_oss, gpt_oss_swa only), which transformers "
+               "dequantizes on CPU while loading; ao_int8 = torchao Int8WeightOnlyConfig (per row), ao_int4 = torchao "
+               "IntxWeightOnlyConfig int4 (groups of 32, unpacked_to_int8), quantized by torchao through transformers' "
+               "TorchAoConfig and saved with save_pretrained.",
+               "gpt2 is left out: its Conv1D layers are not nn.Linear, so neither format quantizes anything in it.", "",
+               *CUDA_ONLY])
 
 
 CUDA_ONLY = [

@@ -12,59 +12,32 @@ Errors are (simulated - measured) / measured. ``--only`` / ``--kinds`` run those
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-import warnings
-from pathlib import Path
 
 import compressed_tensors
 import peft
 import torch
 import transformers
 
-from bench._smoke import SMOKE_HELP
-from bench._truth_rows import truth_rows
+from bench._truth_rows import truth_bench_main
 from bench.prequant_accuracy import CASES, NOTHING_QUANTIZED
-from testkit.peak_pool import run_truth_jobs
-from testkit.prequant_lora_truth import KINDS, cases_for, simulate
+from testkit import prequant_lora_truth
+from testkit.prequant_lora_truth import cases_for
 
 
 def main(argv: list[str] | None = None) -> int:
-    warnings.filterwarnings("ignore")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("bench/results/prequant_lora_accuracy.md"))
-    parser.add_argument("--only", default=None)
-    parser.add_argument("--kinds", default=None)
-    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
-    args = parser.parse_args(argv)
-    if args.smoke:  # one simulation, no measurement, nothing written
-        sim = simulate(CASES[0], KINDS[0])
-        print(f"smoke: {CASES[0]} {KINDS[0]} simulated {sim['peak_bytes']:,} B ({sim['method']})")
-        return 0 if sim["method"] == "simulated" else 1
-    cases = [c for c in CASES if c not in NOTHING_QUANTIZED and (not args.only or c in args.only.split(","))]
-    kinds = [k for k in KINDS if not args.kinds or k in args.kinds.split(",")]
-    pairs = [(c, k) for c in cases for k in kinds if c in cases_for(k)]
-    start = time.perf_counter()
-    found = run_truth_jobs("testkit.prequant_lora_truth", [(side, c, k) for c, k in pairs for side in ("truth", "sim")],
-                           processes=2)
-    lines = ["# LoRA training of pre-quantized checkpoints: simulated peak vs measured on CPU", "",
-             f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, compressed-tensors "
-             f"{compressed_tensors.__version__}; `python -m bench.prequant_lora_accuracy` ({time.perf_counter() - start:.0f} s).", "",
-             "Each case: the tiny model quantized for real on CPU and saved as the kind's checkpoint, loaded with "
-             "`from_pretrained(dtype=torch.bfloat16)` as transformers says to for fine-tuning (compressed-tensors: "
-             "`CompressedTensorsConfig(dequantize=True)`; mxfp4: `Mxfp4Config(dequantize=True)`; fp8: dequantized on CPU "
-             "anyway), `get_peft_model(LoraConfig(r=8))`, two AdamW steps under bfloat16 autocast, batch 2 x 128 tokens, "
-             "under `torch.profiler` (testkit/prequant_lora_truth.py), against the simulation from the config alone.", "",
-             "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
-    rows, worst = truth_rows(pairs, found)
-    lines += rows
-    lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN, "", *NOT_MEASURED]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.only and not args.kinds:
-        args.out.write_text(text)
-    return 0
+    return truth_bench_main(
+        argv, name="prequant_lora_accuracy", doc=__doc__, truth=prequant_lora_truth, cases=CASES,
+        keep=lambda case, kind: case not in NOTHING_QUANTIZED and case in cases_for(kind),
+        title="LoRA training of pre-quantized checkpoints: simulated peak vs measured on CPU",
+        versions=f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, compressed-tensors "
+                 f"{compressed_tensors.__version__}",
+        about="Each case: the tiny model quantized for real on CPU and saved as the kind's checkpoint, loaded with "
+              "`from_pretrained(dtype=torch.bfloat16)` as transformers says to for fine-tuning (compressed-tensors: "
+              "`CompressedTensorsConfig(dequantize=True)`; mxfp4: `Mxfp4Config(dequantize=True)`; fp8: dequantized on CPU "
+              "anyway), `get_peft_model(LoraConfig(r=8))`, two AdamW steps under bfloat16 autocast, batch 2 x 128 tokens, "
+              "under `torch.profiler` (testkit/prequant_lora_truth.py), against the simulation from the config alone.",
+        notes=[*KNOWN, "", *NOT_MEASURED])
 
 
 KNOWN = [

@@ -9,20 +9,15 @@ in a fresh process, against ``simulate_peak(..., device="cpu")``. Errors are (si
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-import warnings
-from pathlib import Path
 
 import bitsandbytes
 import torch
 import transformers
 
-from bench._smoke import SMOKE_HELP
-from bench._truth_rows import truth_rows
-from testkit.peak_pool import run_truth_jobs
-from testkit.quant_truth import KINDS, QUANT_CASES, simulate
+from bench._truth_rows import truth_bench_main
+from testkit import quant_truth
+from testkit.quant_truth import QUANT_CASES
 
 CASES = tuple(QUANT_CASES)
 NO_DEFAULT_LORA = ("mixtral_moe",)  # peft has no default LoRA targets for it
@@ -37,35 +32,13 @@ KNOWN = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    warnings.filterwarnings("ignore")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("bench/results/quant_accuracy.md"))
-    parser.add_argument("--only", default=None)
-    parser.add_argument("--kinds", default=None)
-    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
-    args = parser.parse_args(argv)
-    if args.smoke:  # one simulation, no measurement, nothing written
-        sim = simulate(CASES[0], KINDS[0])
-        print(f"smoke: {CASES[0]} {KINDS[0]} simulated {sim['peak_bytes']:,} B ({sim['method']})")
-        return 0 if sim["method"] == "simulated" else 1
-    cases = [c for c in CASES if not args.only or c in args.only.split(",")]
-    kinds = [k for k in KINDS if not args.kinds or k in args.kinds.split(",")]
-    pairs = [(c, k) for c in cases for k in kinds if not (k == "int8_lora" and c in NO_DEFAULT_LORA)]
-    start = time.perf_counter()
-    found = run_truth_jobs("testkit.quant_truth", [(side, c, k) for c, k in pairs for side in ("truth", "sim")], processes=2)
-    lines = ["# bitsandbytes int8 / int4: simulated peak vs measured on CPU", "",
-             f"torch {torch.__version__}, transformers {transformers.__version__}, bitsandbytes {bitsandbytes.__version__}, "
-             f"CPU capability {torch.backends.cpu.get_cpu_capability()}; "
-             f"`python -m bench.quant_accuracy` ({time.perf_counter() - start:.0f} s).", "",
-             "| case | kind | measured bytes | simulated bytes | error |", "|---|---|---:|---:|---:|"]
-    rows, worst = truth_rows(pairs, found)
-    lines += rows
-    lines += ["", f"Worst error: {worst:.2%}.", "", *KNOWN]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.only and not args.kinds:
-        args.out.write_text(text)
-    return 0
+    return truth_bench_main(
+        argv, name="quant_accuracy", doc=__doc__, truth=quant_truth, cases=CASES,
+        keep=lambda case, kind: not (kind == "int8_lora" and case in NO_DEFAULT_LORA),
+        title="bitsandbytes int8 / int4: simulated peak vs measured on CPU",
+        versions=f"torch {torch.__version__}, transformers {transformers.__version__}, bitsandbytes {bitsandbytes.__version__}, "
+                 f"CPU capability {torch.backends.cpu.get_cpu_capability()}",
+        notes=KNOWN)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,9 @@ import tempfile
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 
-from testkit.prequant_truth import KINDS, QUANTIZATION_CONFIGS, case_of, cases_for, make_checkpoint, resident
-from testkit.truth import trace_events, window_peak
+from testkit.checkpoint_truth import answer, lora_window, meta_bf16
+from testkit.prequant_truth import KINDS, QUANTIZATION_CONFIGS, case_of, cases_for, make_checkpoint, prequant_peak
 
 __all__ = ["KINDS", "LORA_RANK", "SEQ_LEN", "TARGETS", "cases_for", "default_load_refused", "measure", "simulate"]
 
@@ -42,43 +41,26 @@ TARGETS: dict[str, tuple[str, ...]] = {"phi3": ("qkv_proj", "o_proj"), "gpt_oss"
                                        "gpt_oss_swa": ("q_proj", "k_proj", "v_proj", "o_proj")}
 
 
-def _load(folder: str, kind: str) -> Any:
-    from transformers import AutoModelForCausalLM
+def _load_kwargs(kind: str) -> dict[str, Any]:
+    """What ``from_pretrained`` is given beside ``dtype=torch.bfloat16`` to load ``kind`` for fine-tuning."""
     from transformers.utils.quantization_config import CompressedTensorsConfig, Mxfp4Config
 
-    extra: dict[str, Any] = {}
     if kind.startswith("ct_"):
-        extra["quantization_config"] = CompressedTensorsConfig(dequantize=True)
-    elif kind == "mxfp4":
-        extra["quantization_config"] = Mxfp4Config(dequantize=True)
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, **extra)
+        return {"quantization_config": CompressedTensorsConfig(dequantize=True)}
+    if kind == "mxfp4":
+        return {"quantization_config": Mxfp4Config(dequantize=True)}
+    return {}
 
 
 def measure(case_name: str, kind: str) -> dict[str, int]:
-    from peft import LoraConfig, get_peft_model
-
-    from estimator.peak.inputs.providers import workload_for
-    from testkit.training_truth import train_step
-
     case = case_of(case_name)
-    with tempfile.TemporaryDirectory() as tmp:
-        make_checkpoint(case_name, kind, tmp)
-        torch.manual_seed(0)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            model = _load(tmp, kind)
-            assert not getattr(model, "is_quantized", False) and getattr(model, "hf_quantizer", None) is None, kind
-            resident(model)
-            wl = workload_for(model, batch_size=case.batch_size, seq_len=SEQ_LEN)
-            inputs = wl.make_inputs()
-            targets = list(TARGETS[case_name]) if case_name in TARGETS else None
-            model = get_peft_model(model, LoraConfig(r=LORA_RANK, target_modules=targets))
-            model.train()
-            opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-            with record_function(_WORK):
-                for _ in range(2):
-                    train_step(model, wl, inputs, opt, torch.bfloat16)
-            del opt, model
-    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
+
+    def run(model: Any) -> None:
+        assert not getattr(model, "is_quantized", False) and getattr(model, "hf_quantizer", None) is None, kind
+        lora_window(model, case.batch_size, SEQ_LEN, _WORK, rank=LORA_RANK,
+                    targets=list(TARGETS[case_name]) if case_name in TARGETS else None)
+
+    return prequant_peak(case_name, kind, run, _WORK, **_load_kwargs(kind))
 
 
 def default_load_refused(case_name: str = "llama_gqa") -> str:
@@ -106,16 +88,12 @@ def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:
     from estimator.peak.sim.training import Recipe
 
     case = case_of(case_name)
-    with torch.device("meta"):
-        built = case.build()
-        model = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]
     recipe = training_recipe(QUANTIZATION_CONFIGS[kind], device,
                              Recipe(optimizer="adamw", autocast_dtype=torch.bfloat16, lora_rank=LORA_RANK,
                                     lora_targets=TARGETS.get(case_name)))
-    result = simulate_peak(model, mode="training", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
+    result = simulate_peak(meta_bf16(case), mode="training", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
                            seq_len=SEQ_LEN, recipe=recipe)
-    return {"peak_bytes": result.peak_bytes, "components": result.components, "method": result.method,
-            "notes": list(result.notes)}
+    return answer(result)
 
 
 if __name__ == "__main__":

@@ -31,16 +31,16 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function
 
+from testkit.checkpoint_truth import answer, checkpoint_peak, generate_window, meta_bf16
 from testkit.peak_cases import PeakCase
 from testkit.quant_truth import QUANT_CASES
-from testkit.truth import trace_events, window_peak
 
 _WORK = "prequant_work"
 NEW_TOKENS = 32
@@ -216,26 +216,35 @@ def _write_quantization_config(folder: str, qc: dict[str, Any]) -> None:
 
 
 def measure(case_name: str, kind: str) -> dict[str, int]:
+    case = case_of(case_name)
+
+    def run(model: Any) -> None:
+        if kind == "mxfp4":  # dequantized at load: the experts are GptOssExperts in bfloat16
+            experts = model.model.layers[0].mlp.experts
+            assert type(experts).__name__ == "GptOssExperts" and experts.gate_up_proj.dtype == torch.bfloat16, experts
+        generate_window(model, case, NEW_TOKENS, _WORK)
+
+    return prequant_peak(case_name, kind, run, _WORK)
+
+
+def prequant_peak(case_name: str, kind: str, run: Callable[[Any], None], work: str, **load_kwargs: Any) -> dict[str, int]:
+    """The allocator's peak in ``run``'s ``record_function(work)`` window (:func:`testkit.checkpoint_truth.checkpoint_peak`):
+    ``kind``'s checkpoint of the case made before profiling (:func:`make_checkpoint`, then ``torch.manual_seed(0)``);
+    inside the profiled region loaded with ``from_pretrained(folder, dtype=torch.bfloat16, **load_kwargs)``, every
+    tensor made resident (:func:`resident`), and given to ``run``. The measured side of :func:`measure` and of
+    :func:`testkit.prequant_lora_truth.measure`."""
     from transformers import AutoModelForCausalLM
 
-    case = case_of(case_name)
-    with tempfile.TemporaryDirectory() as tmp:
-        make_checkpoint(case_name, kind, tmp)
+    def write(folder: str) -> None:
+        make_checkpoint(case_name, kind, folder)
         torch.manual_seed(0)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.bfloat16)
-            resident(model)
-            if kind == "mxfp4":  # dequantized at load: the experts are GptOssExperts in bfloat16
-                experts = model.model.layers[0].mlp.experts
-                assert type(experts).__name__ == "GptOssExperts" and experts.gate_up_proj.dtype == torch.bfloat16, experts
-            model.eval()
-            ids = torch.randint(0, model.config.vocab_size, (case.batch_size, case.seq_len))
-            with record_function(_WORK), torch.no_grad():
-                out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
-                                     min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
-            assert out.shape[1] == case.seq_len + NEW_TOKENS
-            del out, ids, model
-    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
+
+    def load(folder: str) -> Any:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, **load_kwargs)
+        resident(model)
+        return model
+
+    return checkpoint_peak(write, load, run, work)
 
 
 def resident(model: nn.Module) -> None:
@@ -262,14 +271,10 @@ def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:
     from estimator.peak.sim.training import Recipe
 
     case = case_of(case_name)
-    with torch.device("meta"):
-        built = case.build()
-        model = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]
     recipe = Recipe(prequantized=json.dumps(QUANTIZATION_CONFIGS[kind], sort_keys=True))
-    result = simulate_peak(model, mode="inference", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
+    result = simulate_peak(meta_bf16(case), mode="inference", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
                            seq_len=case.seq_len, max_new_tokens=NEW_TOKENS, recipe=recipe)
-    return {"peak_bytes": result.peak_bytes, "components": result.components, "method": result.method,
-            "notes": list(result.notes)}
+    return answer(result)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from typing import Any
 
 import bitsandbytes  # noqa: F401 - imported by the pool's server (testkit.peak_pool.run_truth_jobs), not each child
 import peft  # noqa: F401
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 
+from testkit.checkpoint_truth import answer, checkpoint_peak, generate_window, lora_window, meta_bf16
 from testkit.peak_cases import _SMALL, CASES, PeakCase, _hf
-from testkit.truth import trace_events, window_peak
 
 _WORK = "quant_work"
 NEW_TOKENS = 32
@@ -67,54 +65,38 @@ def _config(kind: str) -> Any:
 
 def measure(case_name: str, kind: str) -> dict[str, int]:
     import bitsandbytes as bnb
+    from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM
 
-    from estimator.peak.inputs.providers import workload_for
-    from testkit.training_truth import train_step
-
     case = QUANT_CASES[case_name]
-    torch.manual_seed(0)
-    with tempfile.TemporaryDirectory() as tmp:
-        case.build().save_pretrained(tmp)  # type: ignore[operator]  # a transformers model
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            model = AutoModelForCausalLM.from_pretrained(tmp, quantization_config=_config(kind), dtype=torch.bfloat16)
-            if kind == "int8_lora":
-                from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
-                wl = workload_for(model, batch_size=case.batch_size, seq_len=LORA_SEQ_LEN)
-                inputs = wl.make_inputs()
-                model = prepare_model_for_kbit_training(model)
-                model = get_peft_model(model, LoraConfig(r=LORA_RANK))  # type: ignore[assignment]  # the PeftModel wraps it
-                model.train()
-                opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-                with record_function(_WORK):
-                    for _ in range(2):
-                        train_step(model, wl, inputs, opt, torch.bfloat16)
-                del opt
-            else:
-                model.eval()
-                ids = torch.randint(0, model.config.vocab_size, (case.batch_size, case.seq_len))
-                with record_function(_WORK), torch.no_grad():
-                    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
-                                         min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
-                assert out.shape[1] == case.seq_len + NEW_TOKENS
-                outliers = [m.state.idx for m in model.modules() if isinstance(m, bnb.nn.Linear8bitLt)
-                            and m.state.idx is not None and m.state.idx.numel()]
-                if outliers:
-                    raise AssertionError(f"{len(outliers)} int8 layers met outlier columns; the simulation assumes none")
-                del out, ids
-            del model
-    return {"peak_bytes": window_peak(trace_events(prof), _WORK)}
+    def write(folder: str) -> None:
+        torch.manual_seed(0)
+        case.build().save_pretrained(folder)  # type: ignore[operator]  # a transformers model
+
+    def load(folder: str) -> Any:
+        return AutoModelForCausalLM.from_pretrained(folder, quantization_config=_config(kind), dtype=torch.bfloat16)
+
+    def run(model: Any) -> None:
+        if kind == "int8_lora":
+            lora_window(model, case.batch_size, LORA_SEQ_LEN, _WORK, rank=LORA_RANK, prepare=prepare_model_for_kbit_training)
+            return
+        generate_window(model, case, NEW_TOKENS, _WORK)
+        outliers = [m.state.idx for m in model.modules() if isinstance(m, bnb.nn.Linear8bitLt)
+                    and m.state.idx is not None and m.state.idx.numel()]
+        if outliers:
+            raise AssertionError(f"{len(outliers)} int8 layers met outlier columns; the simulation assumes none")
+
+    return checkpoint_peak(write, load, run, _WORK)
 
 
 def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:
     """The estimator's simulation of the same run (the case built on meta in bfloat16, the bitsandbytes recipe)."""
     from estimator.peak import simulate_peak
     from estimator.peak.sim.training import Recipe
+
     case = QUANT_CASES[case_name]
-    with torch.device("meta"):  # as from_pretrained(dtype=torch.bfloat16) builds it (inv_freq stays float32)
-        built = case.build()
-        model = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]  # a transformers model
+    model = meta_bf16(case)
     if kind == "int8_lora":
         recipe = Recipe(optimizer="adamw", autocast_dtype=torch.bfloat16, lora_rank=LORA_RANK, kbit=True, kbit_bits=8)
         result = simulate_peak(model, mode="training", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
@@ -123,8 +105,7 @@ def simulate(case_name: str, kind: str, device: str = "cpu") -> dict[str, Any]:
         result = simulate_peak(model, mode="inference", device=device, batch_size=case.batch_size,  # type: ignore[arg-type]
                                seq_len=case.seq_len, max_new_tokens=NEW_TOKENS,
                                recipe=Recipe(kbit=True, kbit_bits=_bits(kind)))
-    return {"peak_bytes": result.peak_bytes, "components": result.components, "method": result.method,
-            "notes": list(result.notes)}
+    return answer(result)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,14 @@ within 2%. ``python -m bench.prequant_accuracy`` runs the wider grid (``bench/re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testkit.hub_process import REPO_ROOT
+from testkit.cli_each import run_each
 from testkit.peak_pool import run_truth_jobs
 
 TOLERANCE = 0.02
@@ -36,6 +36,13 @@ PAIRS = [(kind, case) for kind, cases in GRID.items() for case in cases]
 _SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, "hidden_size": 64,
                 "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
                 "max_position_embeddings": 256, "torch_dtype": "bfloat16"}
+# DeepSeek-V3's layout, small: MLA, routed and shared experts (the fp8 blocks of 128 added where it is used)
+_DEEPSEEK_V3_SMALL = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
+                      "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                      "n_shared_experts": 1, "first_k_dense_replace": 1, "num_hidden_layers": 2, "num_attention_heads": 4,
+                      "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+                      "v_head_dim": 8, "vocab_size": 1000, "n_group": 1, "topk_group": 1, "max_position_embeddings": 256,
+                      "torch_dtype": "bfloat16"}
 
 
 @pytest.fixture(scope="module")
@@ -56,38 +63,64 @@ def test_prequantized_peak_matches_the_allocator(results: dict[tuple[str, str, s
     assert abs(error) <= TOLERANCE, f"{case} {kind}: simulated {sim['peak_bytes']:,} vs measured {truth['peak_bytes']:,} ({error:+.2%})"
 
 
-def _cli(folder: Path, *args: str) -> list[dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-m", "estimator", str(folder), "--mode", "inference", "--batch-size", "2",
-                           "--seq-len", "64", "--max-new-tokens", "32", "--format", "json", *args],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout)["rows"])
-
-
-def test_cli_rows_of_a_compressed_tensors_checkpoint(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
-    """A local compressed-tensors W4A16 config: the bfloat16 row is the simulation the truth above checks, and it
-    names the scheme and what the weights become."""
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The CLI's inference answers for local configs of each scheme (one subprocess: testkit.cli_each)."""
     from testkit.prequant_truth import QUANTIZATION_CONFIGS
 
-    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS["ct_w4a16"]}))
-    (row,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    def folder(name: str, config: dict[str, Any]) -> str:
+        path = tmp_path_factory.mktemp(name)
+        (path / "config.json").write_text(json.dumps(config))
+        return str(path)
+
+    def llama(qc: dict[str, Any]) -> dict[str, Any]:
+        return {**_SMALL_LLAMA, "quantization_config": qc}
+
+    # torchao Int4WeightOnlyConfig (CUDA-only kernels)
+    int4 = {**QUANTIZATION_CONFIGS["ao_int4"], "quant_type": {"default": {"_type": "Int4WeightOnlyConfig", "_version": 2, "_data": {
+        "group_size": 32, "int4_packing_format": {"_type": "Int4PackingFormat", "_data": "TILE_PACKED_TO_4D"},
+        "int4_choose_qparams_algorithm": {"_type": "Int4ChooseQParamsAlgorithm", "_data": "HQQ"}}}}}
+    ct, fp8 = folder("ct", llama(QUANTIZATION_CONFIGS["ct_w4a16"])), folder("fp8", llama(QUANTIZATION_CONFIGS["fp8_block"]))
+    moe = folder("fp8_moe", {**_DEEPSEEK_V3_SMALL, "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]})
+    mxfp4, ao = folder("mxfp4", _tiny_gpt_oss_config()), folder("ao_int4", llama(QUANTIZATION_CONFIGS["ao_int4"]))
+    ao_tile = folder("ao_int4_tile", llama(int4))
+    common = ("--mode", "inference", "--batch-size", "2", "--seq-len", "64", "--max-new-tokens", "32", "--format", "json")
+    argvs = {
+        "ct_w4a16": (ct, *common, "--device", "cpu", "--dtypes", "bfloat16"),
+        "fp8_cpu": (fp8, *common, "--device", "cpu", "--dtypes", "float8"),
+        "fp8_cuda": (fp8, *common, "--device", "cuda", "--dtypes", "float8"),
+        "fp8_moe_cuda": (moe, *common, "--device", "cuda", "--dtypes", "float8"),
+        "mxfp4_cpu": (mxfp4, *common, "--device", "cpu", "--dtypes", "bfloat16"),
+        "ao_int4": (ao, *common, "--device", "cpu", "--dtypes", "bfloat16"),
+        "ao_int4_tile_cpu": (ao_tile, *common, "--device", "cpu", "--dtypes", "bfloat16"),
+        "ao_int4_tile_cuda": (ao_tile, *common, "--device", "cuda", "--dtypes", "bfloat16", "float16"),
+    }
+    return dict(zip(argvs, run_each(*argvs.values(), env=os.environ, timeout=600), strict=True))
+
+
+def _rows(answer: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert answer.returncode == 0, answer.stderr
+    return list(json.loads(answer.stdout)["rows"])
+
+
+def test_cli_rows_of_a_compressed_tensors_checkpoint(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
+    """A local compressed-tensors W4A16 config: the bfloat16 row is the simulation the truth above checks, and it
+    names the scheme and what the weights become."""
+    (row,) = _rows(answers["ct_w4a16"])
     measured = results[("truth", "llama_gqa", "ct_w4a16")]["peak_bytes"]
     assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
     assert row["weights_held"] == ("compressed-tensors pack-quantized 4-bit int (group 32), decompressed to bfloat16 at "
                                    "the first forward")
 
 
-def test_float8_rows_of_an_fp8_checkpoint_are_filled(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
+def test_float8_rows_of_an_fp8_checkpoint_are_filled(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
     """The float8 row of an fp8 checkpoint gets a peak: on CPU the dequantized model the truth measures; on CUDA the
     float8 weights as stored (the row's exact load figure) plus the modelled kernel's buffers, labelled so."""
-    from testkit.prequant_truth import QUANTIZATION_CONFIGS
-
-    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]}))
-    (cpu,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "float8")
+    (cpu,) = _rows(answers["fp8_cpu"])
     measured = results[("truth", "llama_gqa", "fp8_block")]["peak_bytes"]
     assert cpu["method"] == "simulated" and abs(cpu["peak_bytes"] - measured) / measured <= TOLERANCE, (cpu["peak_bytes"], measured)
     assert cpu["weights_held"] == "fp8 blocks 128x128, dequantized to bfloat16 at load (CPU)"
-    (cuda,) = _cli(tmp_path, "--device", "cuda", "--dtypes", "float8")
+    (cuda,) = _rows(answers["fp8_cuda"])
     assert cuda["method"] == "simulated" and cuda["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"
     assert cuda["components"]["weights"] == cuda["total_bytes"]  # the float8 weights and scales, exactly as the load row
     assert cuda["peak_bytes"] < cpu["peak_bytes"]  # float8 weights held, not dequantized
@@ -118,19 +151,10 @@ def test_fp8_kernel_buffers_follow_their_source() -> None:
     assert peak == m * k + m * (k // 128) * 4 + 2 * m * n * 2
 
 
-def test_float8_row_of_an_fp8_moe_checkpoint_holds_its_experts_as_stored(tmp_path: Path) -> None:
+def test_float8_row_of_an_fp8_moe_checkpoint_holds_its_experts_as_stored(answers: dict[str, Any]) -> None:
     """DeepSeek-V3's layout, small (MLA, routed and shared experts, fp8 blocks of 128): on CUDA the float8 row's
     weights at the peak are exactly its load figure (the FP8Experts' float8 stacks and scales as stored)."""
-    from testkit.prequant_truth import QUANTIZATION_CONFIGS
-
-    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
-              "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
-              "n_shared_experts": 1, "first_k_dense_replace": 1, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
-              "v_head_dim": 8, "vocab_size": 1000, "n_group": 1, "topk_group": 1, "max_position_embeddings": 256,
-              "torch_dtype": "bfloat16", "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (row,) = _cli(tmp_path, "--device", "cuda", "--dtypes", "float8")
+    (row,) = _rows(answers["fp8_moe_cuda"])
     assert row["method"] == "simulated" and row["peak_bytes"] > row["total_bytes"]
     assert row["components"]["weights"] == row["total_bytes"]
     assert row["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"
@@ -144,11 +168,10 @@ def _tiny_gpt_oss_config() -> dict[str, Any]:
             "quantization_config": QUANTIZATION_CONFIGS["mxfp4"]}
 
 
-def test_cli_rows_of_an_mxfp4_checkpoint_on_cpu(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
+def test_cli_rows_of_an_mxfp4_checkpoint_on_cpu(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
     """A local gpt-oss MXFP4 config on CPU: the bfloat16 row is the simulation the truth above checks (the experts
     dequantized at load), and it says so."""
-    (tmp_path / "config.json").write_text(json.dumps(_tiny_gpt_oss_config()))
-    (row,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    (row,) = _rows(answers["mxfp4_cpu"])
     measured = results[("truth", "gpt_oss_swa", "mxfp4")]["peak_bytes"]
     assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
     assert row["weights_held"] == "mxfp4 experts, dequantized to bfloat16 at load (CPU)"
@@ -181,26 +204,19 @@ def test_mxfp4_dequantized_experts_are_the_plain_experts() -> None:
         assert torch.equal(found, values.flatten(-2).transpose(1, 2).to(torch.bfloat16))
 
 
-def test_cli_rows_of_torchao_checkpoints(results: dict[tuple[str, str, str], Any], tmp_path: Path) -> None:
+def test_cli_rows_of_torchao_checkpoints(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
     """A local torchao IntxWeightOnlyConfig int4 config: the bfloat16 row is the simulation the truth above checks
     and names the config; an Int4WeightOnlyConfig one (CUDA-only kernels) keeps a null peak and says why."""
-    from testkit.prequant_truth import QUANTIZATION_CONFIGS
-
-    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS["ao_int4"]}))
-    (row,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    (row,) = _rows(answers["ao_int4"])
     measured = results[("truth", "llama_gqa", "ao_int4")]["peak_bytes"]
     assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
     assert row["weights_held"] == ("torchao IntxWeightOnlyConfig int4, PerGroup 32 as stored (torchao tensor subclasses); "
                                    "torchao's own linear")
-    int4 = {**QUANTIZATION_CONFIGS["ao_int4"], "quant_type": {"default": {"_type": "Int4WeightOnlyConfig", "_version": 2, "_data": {
-        "group_size": 32, "int4_packing_format": {"_type": "Int4PackingFormat", "_data": "TILE_PACKED_TO_4D"},
-        "int4_choose_qparams_algorithm": {"_type": "Int4ChooseQParamsAlgorithm", "_data": "HQQ"}}}}}
-    (tmp_path / "config.json").write_text(json.dumps({**_SMALL_LLAMA, "quantization_config": int4}))
-    (cpu,) = _cli(tmp_path, "--device", "cpu", "--dtypes", "bfloat16")
+    (cpu,) = _rows(answers["ao_int4_tile_cpu"])
     assert cpu["peak_bytes"] is None, cpu
     assert any("torchao Int4WeightOnlyConfig (tile_packed_to_4d) layers run tinygemm (aten._weight_int4pack_mm, no CPU "
                "kernel), which cannot run on CPU" in n for n in cpu["notes"]), cpu["notes"]
-    cuda, half = _cli(tmp_path, "--device", "cuda", "--dtypes", "bfloat16", "float16")
+    cuda, half = _rows(answers["ao_int4_tile_cuda"])
     assert cuda["method"] == "simulated" and half["peak_bytes"] is None, (cuda, half)
     assert cuda["weights_held"] == ("torchao Int4WeightOnlyConfig tile_packed_to_4d group 32 as stored (torchao tensor "
                                     "subclasses); torchao's own linear")
@@ -225,14 +241,13 @@ def test_torchao_weights_held_are_the_loaded_ones(kind: str, tmp_path: Path) -> 
 
     from estimator.peak.sim.materialize import materialize
     from estimator.peak.sim.prequant_torchao import quantize
+    from testkit.checkpoint_truth import meta_bf16
     from testkit.prequant_truth import QUANTIZATION_CONFIGS, case_of, make_checkpoint
 
     make_checkpoint("llama_gqa", kind, str(tmp_path))
     assert json.loads((tmp_path / "config.json").read_text())["quantization_config"] == QUANTIZATION_CONFIGS[kind]
     real = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
-    with torch.device("meta"):
-        built = case_of("llama_gqa").build()
-        fake = type(built)._from_config(built.config, dtype=torch.bfloat16)  # type: ignore[attr-defined]
+    fake = meta_bf16(case_of("llama_gqa"))
     fake_mode = FakeTensorMode()
     materialize(fake, fake_mode)
     quantize(fake, fake_mode, QUANTIZATION_CONFIGS[kind])
