@@ -57,6 +57,7 @@ from estimator.peak.sim.batchnorm import batch_one_refusal
 from estimator.peak.sim.formula import formula_components
 from estimator.peak.sim.layer_trace import Periodicity
 from estimator.peak.sim.layers import extrapolated
+from estimator.peak.sim.library_logs import install as keep_library_logs_as_text
 from estimator.peak.sim.materialize import materialize
 from estimator.peak.sim.steps import AFTER, StepPeak, simulate_step
 from estimator.peak.sim.tracker import PeakSnapshot, StorageTracker
@@ -66,6 +67,7 @@ from estimator.peak.workload import StepRefusedError, Workload
 __all__ = ["PeakResult", "Recipe", "StepPeak", "simulate_peak", "simulate_step"]
 
 logger = logging.getLogger(__name__)
+keep_library_logs_as_text()  # a kept log record must not hold a simulation's frames (estimator.peak.sim.library_logs)
 
 Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]

@@ -238,9 +238,11 @@ def _collected(module_name: str, device: str) -> dict[str, Callable[..., Any]]:
     module.__package__, module.__file__ = module_name.rsplit(".", 1)[0], spec.origin
     source = spec.loader.get_source(module_name)  # type: ignore[attr-defined]  # a SourceFileLoader
     saved, ops.register_kernel = ops.register_kernel, record  # type: ignore[assignment]
-    quiet = logging.getLogger(module_name)
+    quiet = logging.getLogger(module.__name__)  # the logger its code makes: logging.getLogger(__name__)
     level = quiet.level
-    quiet.setLevel(logging.ERROR)  # its import-time warnings were already given once
+    # its import-time warnings were given once by the real import; here, inside a simulation, a record of one would
+    # hold the exception it logs and through its traceback this simulation's frames (estimator.peak.sim.library_logs)
+    quiet.setLevel(logging.ERROR)
     try:
         exec(compile(source, spec.origin, "exec"), module.__dict__)  # noqa: S102 - bitsandbytes' own installed source
     finally:
