@@ -155,11 +155,13 @@ def _job(job: Job) -> tuple[Job, Any]:
 
 
 def run_jobs(jobs: list[Job], processes: int = 2) -> dict[Job, Any]:
-    """Each job in its own fresh process forked from a server that has imported torch and
-    transformers (the profiler's total must not see what earlier work left alive)."""
+    """Each measurement in its own fresh process forked from a server that has imported torch and
+    transformers (the profiler's total must not see what earlier work left alive); the simulations in this
+    process meanwhile (``testkit.peak_pool.measured_there_simulated_here``)."""
     import multiprocessing as mp
+
+    from testkit.peak_pool import measured_there_simulated_here
 
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
-    with ctx.Pool(processes, maxtasksperchild=1) as pool:
-        return dict(pool.imap_unordered(_job, jobs))
+    return measured_there_simulated_here(ctx, _job, jobs, processes)

@@ -10,7 +10,9 @@ SDPA's CPU kernel does not.
 
 from __future__ import annotations
 
+import functools
 import json
+import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import pytest
 from estimator import estimate
 from estimator.errors import BadOptionError, UnsupportedError
 from testkit.attn_truth import CONFIG, SEQ
-from testkit.peak_pool import run_truth_jobs
+from testkit.peak_pool import _truth_job, measured_there_simulated_here
 
 SCORES = 4 * SEQ * SEQ * 4  # one layer's score matrices: heads x L x L, float32
 TOLERANCE = 0.02
@@ -28,23 +30,35 @@ KERNELS = ["eager", "sdpa"]
 
 
 @pytest.fixture(scope="module")
-def peaks() -> dict[tuple[str, str, str], Any]:
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("llama")
+    (path / "config.json").write_text(json.dumps(CONFIG))
+    return path
+
+
+def _job(folder: str, job: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
+    """A truth (testkit.attn_truth, in a forked child) or the ``estimate()`` row of the same kernel and mode (here)."""
+    kind, kernel, mode = job
+    if kind == "truth":
+        return _truth_job("testkit.attn_truth", job)
+    return job, simulated(Path(folder), mode=mode, attn_implementation=kernel)
+
+
+@pytest.fixture(scope="module")
+def peaks(folder: Path) -> dict[tuple[str, str, str], Any]:
     """The allocator's peak for each kernel and mode, each run in its own fresh process (testkit.attn_truth, forked
-    by testkit.peak_pool from a server that has imported torch and transformers)."""
-    return run_truth_jobs("testkit.attn_truth", [("truth", kernel, mode) for mode in MODES for kernel in KERNELS], processes=2)
+    by testkit.peak_pool from a server that has imported torch and transformers), and meanwhile in this process the
+    simulated row of each (``("row", kernel, mode)``)."""
+    jobs = [(kind, kernel, mode) for mode in MODES for kernel in KERNELS for kind in ("truth", "row")]
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "transformers", "estimator.peak", "testkit.attn_truth"])
+    return measured_there_simulated_here(ctx, functools.partial(_job, str(folder)), jobs, processes=2)
 
 
 def truth(peaks: dict[tuple[str, str, str], Any], kernel: str, mode: str) -> int:
     value = peaks[("truth", kernel, mode)]
     assert isinstance(value, int), f"ground truth failed: {value}"
     return value
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("llama")
-    (path / "config.json").write_text(json.dumps(CONFIG))
-    return path
 
 
 def simulated(folder: Path, **kwargs: Any) -> Any:
@@ -56,7 +70,7 @@ def simulated(folder: Path, **kwargs: Any) -> Any:
 @pytest.mark.parametrize("mode", MODES)
 def test_eager_and_sdpa_on_the_cpu_allocator(folder: Path, mode: str, peaks: dict[tuple[str, str, str], Any]) -> None:
     measured = {kernel: truth(peaks, kernel, mode) for kernel in KERNELS}
-    rows = {kernel: simulated(folder, mode=mode, attn_implementation=kernel) for kernel in KERNELS}
+    rows = {kernel: peaks[("row", kernel, mode)] for kernel in KERNELS}
     for kernel, row in rows.items():
         error = (row.peak_bytes - measured[kernel]) / measured[kernel]
         assert abs(error) <= TOLERANCE, (kernel, mode, row.peak_bytes, measured[kernel], f"{error:+.2%}")

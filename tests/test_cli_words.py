@@ -26,8 +26,20 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "estimator", *args], capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+def run_together(*argvs: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """``python -m estimator ARGV`` for each argv, each in its own fresh process, the processes started at once."""
+    procs = [subprocess.Popen([sys.executable, "-m", "estimator", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT, env=_env()) for argv in argvs]
+    done = []
+    for argv, proc in zip(argvs, procs, strict=True):
+        try:
+            out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
+        done.append(subprocess.CompletedProcess([sys.executable, "-m", "estimator", *argv], proc.returncode, out, err))
+    return done
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +78,8 @@ def test_json_is_format_json_and_aliases_name_rows_by_their_dtype(tiny: str) -> 
 def test_library_warnings_stay_off_stderr_unless_debug(tiny: str) -> None:
     """A LoRA training run: transformers', torch's and peft's FutureWarnings and log records reach stderr only with --debug."""
     args = (tiny, "--mode", "training", "--lora-rank", "16", "--device", "cpu", "--dtypes", "bf16")
-    quiet = run(*args)
+    quiet, loud = run_together(args, (*args, "--debug"))  # each its own fresh process (warn-once warnings), both at once
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
-    loud = run(*args, "--debug")
     assert loud.returncode == 0 and "Warning" in loud.stderr  # the same run does warn: the quiet one hid it
     assert quiet.stdout == loud.stdout
 

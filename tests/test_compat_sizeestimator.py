@@ -7,7 +7,7 @@ import pytest
 from estimator.errors import BadOptionError
 from estimator.modules.compat import SizeEstimator
 from estimator.modules.estimate import estimate_module
-from tests.test_module_ground_truth import PoolModel, ReadmeModel, measured_peak, old_size_estimator
+from tests.test_module_ground_truth import PoolModel, ReadmeModel, measure_all, measured_peak, old_size_estimator
 
 
 def test_readme_call_and_return_shape() -> None:
@@ -23,6 +23,7 @@ def test_readme_call_and_return_shape() -> None:
 
 def test_cpu_numbers_match_the_allocator_where_the_old_ones_did_not() -> None:
     size = (16, 1, 256, 256)
+    measure_all([("readme", "training"), ("readme_pool", "training")])  # both at once, each in a fresh process
     for model, case in ((ReadmeModel(), "readme"), (PoolModel(), "readme_pool")):
         truth = measured_peak(case, "training")
         _, bits = SizeEstimator(model, input_size=size, device="cpu").estimate_size()

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from testkit.cli_each import run_each
+from testkit.cli_each import Started, start_each
 from testkit.peak_pool import run_jobs
 
 SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 256}
@@ -51,9 +52,9 @@ def _recipe_argv(folder: str, recipe: str) -> tuple[str, ...]:
 
 
 @pytest.fixture(scope="module")
-def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], subprocess.CompletedProcess[str]]:
-    """The CLI's answer to each question of this module, ``{(model, question): CompletedProcess}``: every
-    ``estimate-memory FOLDER ...`` run in one real subprocess (testkit.cli_each, the imports paid once)."""
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[tuple[str, str]], Started]]:
+    """The CLI's answer to each question of this module: every ``estimate-memory FOLDER ...`` run in one real
+    subprocess (testkit.cli_each, the imports paid once), started here and waited for by :func:`answers`."""
     folders = {case: _folder(tmp_path_factory, case, CASES[case][0]) for case in CASES}
     argvs = {(case, mode): _peak_argv(folders[case], case, mode) for case in sorted(CASES) for mode in MODES}
     llama, vit = folders["llama_gqa"], _folder(tmp_path_factory, "vit", VIT)
@@ -63,14 +64,23 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], s
     argvs[("vit", "lora")] = (vit, "--mode", "training", "--dtypes", "float32", "--lora-rank", "8")
     argvs[("vit", "lora-targets")] = (vit, "--mode", "training", "--dtypes", "float32", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj",
                                       "--format", "json")
-    return dict(zip(argvs, run_each(*argvs.values(), env=os.environ, timeout=1200), strict=True))
+    answering = start_each(*argvs.values(), env=os.environ, timeout=1200)
+    yield list(argvs), answering
+    answering.stop()
 
 
 @pytest.fixture(scope="module")
-def measured() -> dict[tuple[str, str, str], Any]:
+def answers(started: tuple[list[tuple[str, str]], Started]) -> dict[tuple[str, str], subprocess.CompletedProcess[str]]:
+    """``{(model, question): CompletedProcess}`` of the CLI's subprocess."""
+    questions, answering = started
+    return dict(zip(questions, answering.wait(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def measured(started: tuple[list[tuple[str, str]], Started]) -> dict[tuple[str, str, str], Any]:
     """The allocator's peak of each case's real run, each in its own fresh process (testkit.peak_pool: forked from a
     server that has imported torch and transformers): testkit.peak_truth for the modes, testkit.training_truth for the
-    recipes."""
+    recipes; the CLI's subprocess (``started``) answers meanwhile."""
     jobs = [("truth", case, mode) for case in sorted(CASES) for mode in MODES]
     jobs += [("recipe_truth", "llama_gqa", recipe) for recipe in RECIPES]
     return run_jobs(jobs)
@@ -83,8 +93,9 @@ def _row(answer: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_cli_peak_within_2_percent_of_the_allocator(case: str, mode: str, answers: dict[tuple[str, str], Any],
-                                                    measured: dict[tuple[str, str, str], Any]) -> None:
+def test_cli_peak_within_2_percent_of_the_allocator(case: str, mode: str, measured: dict[tuple[str, str, str], Any],
+                                                    answers: dict[tuple[str, str], Any]) -> None:
+    # measured before answers: the pool measures while the CLI's subprocess answers, and then its answers are read
     row = _row(answers[(case, mode)])
     truth = measured[("truth", case, mode)]
     assert isinstance(truth, int), f"ground truth failed: {truth}"
@@ -102,8 +113,8 @@ def test_unsimulated_rows_say_why(answers: dict[tuple[str, str], Any]) -> None:
 
 
 @pytest.mark.parametrize("recipe", list(RECIPES), ids=["mixed-bfloat16", "qlora-int4"])
-def test_cli_training_options_within_2_percent_of_the_allocator(recipe: str, answers: dict[tuple[str, str], Any],
-                                                                measured: dict[tuple[str, str, str], Any]) -> None:
+def test_cli_training_options_within_2_percent_of_the_allocator(recipe: str, measured: dict[tuple[str, str, str], Any],
+                                                                answers: dict[tuple[str, str], Any]) -> None:
     # The CLI's rows turn the options into the step (mixed precision for a bfloat16 row; QLoRA for an
     # int4 row with a LoRA rank); testkit.training_truth runs the same step as a user's script, for real.
     row = _row(answers[("llama_gqa", recipe)])

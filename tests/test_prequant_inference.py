@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testkit.cli_each import run_each
+from testkit.cli_each import Started, start_each
 from testkit.peak_pool import run_truth_jobs
 
 TOLERANCE = 0.02
@@ -36,17 +37,74 @@ PAIRS = [(kind, case) for kind, cases in GRID.items() for case in cases]
 _SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 2, "hidden_size": 64,
                 "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
                 "max_position_embeddings": 256, "torch_dtype": "bfloat16"}
-# DeepSeek-V3's layout, small: MLA, routed and shared experts (the fp8 blocks of 128 added where it is used)
-_DEEPSEEK_V3_SMALL = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
-                      "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
-                      "n_shared_experts": 1, "first_k_dense_replace": 1, "num_hidden_layers": 2, "num_attention_heads": 4,
-                      "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
-                      "v_head_dim": 8, "vocab_size": 1000, "n_group": 1, "topk_group": 1, "max_position_embeddings": 256,
-                      "torch_dtype": "bfloat16"}
+
+
+_DEEPSEEK_V3 = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+                "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+                "first_k_dense_replace": 1, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+                "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8, "vocab_size": 1000,
+                "n_group": 1, "topk_group": 1, "max_position_embeddings": 256, "torch_dtype": "bfloat16"}
+# torchao's Int4WeightOnlyConfig (tinygemm's tile-packed layout, CUDA-only kernels), beside the IntxWeightOnlyConfig case
+_AO_TINYGEMM = {"default": {"_type": "Int4WeightOnlyConfig", "_version": 2, "_data": {
+    "group_size": 32, "int4_packing_format": {"_type": "Int4PackingFormat", "_data": "TILE_PACKED_TO_4D"},
+    "int4_choose_qparams_algorithm": {"_type": "Int4ChooseQParamsAlgorithm", "_data": "HQQ"}}}}
+# the CLI's questions of this module: name -> (config folder, --device, --dtypes ...)
+QUESTIONS = {
+    "ct_w4a16": ("ct_w4a16", "cpu", "bfloat16"),
+    "fp8_cpu": ("fp8_block", "cpu", "float8"),
+    "fp8_cuda": ("fp8_block", "cuda", "float8"),
+    "fp8_moe_cuda": ("deepseek_v3", "cuda", "float8"),
+    "mxfp4_cpu": ("mxfp4", "cpu", "bfloat16"),
+    "ao_int4_cpu": ("ao_int4", "cpu", "bfloat16"),
+    "ao_tinygemm_cpu": ("ao_tinygemm", "cpu", "bfloat16"),
+    "ao_tinygemm_cuda": ("ao_tinygemm", "cuda", "bfloat16", "float16"),
+}
+
+
+def _configs() -> dict[str, dict[str, Any]]:
+    """The local config folders the CLI reads: a quantization_config of testkit.prequant_truth on the small Llama (on a
+    small DeepSeek-V3 and gpt-oss for the MoE layouts)."""
+    from testkit.prequant_truth import QUANTIZATION_CONFIGS
+
+    configs = {kind: {**_SMALL_LLAMA, "quantization_config": QUANTIZATION_CONFIGS[kind]} for kind in ("ct_w4a16", "fp8_block", "ao_int4")}
+    configs["ao_tinygemm"] = {**_SMALL_LLAMA, "quantization_config": {**QUANTIZATION_CONFIGS["ao_int4"], "quant_type": _AO_TINYGEMM}}
+    configs["deepseek_v3"] = {**_DEEPSEEK_V3, "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]}
+    configs["mxfp4"] = _tiny_gpt_oss_config()
+    return configs
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[tuple[str, str, str], Any]:
+def started_cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
+    """The CLI's answers to :data:`QUESTIONS`, every ``estimate-memory FOLDER --mode inference ...`` run in one real
+    subprocess (testkit.cli_each, the imports paid once), started here and waited for by :func:`cli`."""
+    folders = {}
+    for name, config in _configs().items():
+        folders[name] = tmp_path_factory.mktemp(name)
+        (folders[name] / "config.json").write_text(json.dumps(config))
+    argvs = [(str(folders[folder]), "--mode", "inference", "--batch-size", "2", "--seq-len", "64", "--max-new-tokens", "32",
+              "--format", "json", "--device", device, "--dtypes", *dtypes) for folder, device, *dtypes in QUESTIONS.values()]
+    started = start_each(*argvs, env=os.environ, timeout=900)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def cli(started_cli: Started) -> dict[str, subprocess.CompletedProcess[str]]:
+    """``{question: its answer}`` (stdout, stderr, exit status), waited for here."""
+    return dict(zip(QUESTIONS, started_cli.wait(), strict=True))
+
+
+def _cli(cli: dict[str, subprocess.CompletedProcess[str]], question: str) -> list[dict[str, Any]]:
+    """The rows of one question's JSON answer."""
+    done = cli[question]
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout)["rows"])
+
+
+@pytest.fixture(scope="module")
+def results(started_cli: Started) -> dict[tuple[str, str, str], Any]:
+    """Truths and simulations of :data:`PAIRS`, each in a fresh forked process (testkit.peak_pool); the CLI's
+    subprocess (``started_cli``) is started first, so its answers are computed while the pool measures."""
     return run_truth_jobs("testkit.prequant_truth", [(side, case, kind) for kind, case in PAIRS for side in ("truth", "sim")],
                           processes=2)
 
@@ -63,64 +121,26 @@ def test_prequantized_peak_matches_the_allocator(results: dict[tuple[str, str, s
     assert abs(error) <= TOLERANCE, f"{case} {kind}: simulated {sim['peak_bytes']:,} vs measured {truth['peak_bytes']:,} ({error:+.2%})"
 
 
-@pytest.fixture(scope="module")
-def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
-    """The CLI's inference answers for local configs of each scheme (one subprocess: testkit.cli_each)."""
-    from testkit.prequant_truth import QUANTIZATION_CONFIGS
-
-    def folder(name: str, config: dict[str, Any]) -> str:
-        path = tmp_path_factory.mktemp(name)
-        (path / "config.json").write_text(json.dumps(config))
-        return str(path)
-
-    def llama(qc: dict[str, Any]) -> dict[str, Any]:
-        return {**_SMALL_LLAMA, "quantization_config": qc}
-
-    # torchao Int4WeightOnlyConfig (CUDA-only kernels)
-    int4 = {**QUANTIZATION_CONFIGS["ao_int4"], "quant_type": {"default": {"_type": "Int4WeightOnlyConfig", "_version": 2, "_data": {
-        "group_size": 32, "int4_packing_format": {"_type": "Int4PackingFormat", "_data": "TILE_PACKED_TO_4D"},
-        "int4_choose_qparams_algorithm": {"_type": "Int4ChooseQParamsAlgorithm", "_data": "HQQ"}}}}}
-    ct, fp8 = folder("ct", llama(QUANTIZATION_CONFIGS["ct_w4a16"])), folder("fp8", llama(QUANTIZATION_CONFIGS["fp8_block"]))
-    moe = folder("fp8_moe", {**_DEEPSEEK_V3_SMALL, "quantization_config": QUANTIZATION_CONFIGS["fp8_block"]})
-    mxfp4, ao = folder("mxfp4", _tiny_gpt_oss_config()), folder("ao_int4", llama(QUANTIZATION_CONFIGS["ao_int4"]))
-    ao_tile = folder("ao_int4_tile", llama(int4))
-    common = ("--mode", "inference", "--batch-size", "2", "--seq-len", "64", "--max-new-tokens", "32", "--format", "json")
-    argvs = {
-        "ct_w4a16": (ct, *common, "--device", "cpu", "--dtypes", "bfloat16"),
-        "fp8_cpu": (fp8, *common, "--device", "cpu", "--dtypes", "float8"),
-        "fp8_cuda": (fp8, *common, "--device", "cuda", "--dtypes", "float8"),
-        "fp8_moe_cuda": (moe, *common, "--device", "cuda", "--dtypes", "float8"),
-        "mxfp4_cpu": (mxfp4, *common, "--device", "cpu", "--dtypes", "bfloat16"),
-        "ao_int4": (ao, *common, "--device", "cpu", "--dtypes", "bfloat16"),
-        "ao_int4_tile_cpu": (ao_tile, *common, "--device", "cpu", "--dtypes", "bfloat16"),
-        "ao_int4_tile_cuda": (ao_tile, *common, "--device", "cuda", "--dtypes", "bfloat16", "float16"),
-    }
-    return dict(zip(argvs, run_each(*argvs.values(), env=os.environ, timeout=600), strict=True))
-
-
-def _rows(answer: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
-    assert answer.returncode == 0, answer.stderr
-    return list(json.loads(answer.stdout)["rows"])
-
-
-def test_cli_rows_of_a_compressed_tensors_checkpoint(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
+def test_cli_rows_of_a_compressed_tensors_checkpoint(results: dict[tuple[str, str, str], Any],
+                                                     cli: dict[str, subprocess.CompletedProcess[str]]) -> None:
     """A local compressed-tensors W4A16 config: the bfloat16 row is the simulation the truth above checks, and it
     names the scheme and what the weights become."""
-    (row,) = _rows(answers["ct_w4a16"])
+    (row,) = _cli(cli, "ct_w4a16")
     measured = results[("truth", "llama_gqa", "ct_w4a16")]["peak_bytes"]
     assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
     assert row["weights_held"] == ("compressed-tensors pack-quantized 4-bit int (group 32), decompressed to bfloat16 at "
                                    "the first forward")
 
 
-def test_float8_rows_of_an_fp8_checkpoint_are_filled(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
+def test_float8_rows_of_an_fp8_checkpoint_are_filled(results: dict[tuple[str, str, str], Any],
+                                                     cli: dict[str, subprocess.CompletedProcess[str]]) -> None:
     """The float8 row of an fp8 checkpoint gets a peak: on CPU the dequantized model the truth measures; on CUDA the
     float8 weights as stored (the row's exact load figure) plus the modelled kernel's buffers, labelled so."""
-    (cpu,) = _rows(answers["fp8_cpu"])
+    (cpu,) = _cli(cli, "fp8_cpu")
     measured = results[("truth", "llama_gqa", "fp8_block")]["peak_bytes"]
     assert cpu["method"] == "simulated" and abs(cpu["peak_bytes"] - measured) / measured <= TOLERANCE, (cpu["peak_bytes"], measured)
     assert cpu["weights_held"] == "fp8 blocks 128x128, dequantized to bfloat16 at load (CPU)"
-    (cuda,) = _rows(answers["fp8_cuda"])
+    (cuda,) = _cli(cli, "fp8_cuda")
     assert cuda["method"] == "simulated" and cuda["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"
     assert cuda["components"]["weights"] == cuda["total_bytes"]  # the float8 weights and scales, exactly as the load row
     assert cuda["peak_bytes"] < cpu["peak_bytes"]  # float8 weights held, not dequantized
@@ -151,10 +171,10 @@ def test_fp8_kernel_buffers_follow_their_source() -> None:
     assert peak == m * k + m * (k // 128) * 4 + 2 * m * n * 2
 
 
-def test_float8_row_of_an_fp8_moe_checkpoint_holds_its_experts_as_stored(answers: dict[str, Any]) -> None:
+def test_float8_row_of_an_fp8_moe_checkpoint_holds_its_experts_as_stored(cli: dict[str, subprocess.CompletedProcess[str]]) -> None:
     """DeepSeek-V3's layout, small (MLA, routed and shared experts, fp8 blocks of 128): on CUDA the float8 row's
     weights at the peak are exactly its load figure (the FP8Experts' float8 stacks and scales as stored)."""
-    (row,) = _rows(answers["fp8_moe_cuda"])
+    (row,) = _cli(cli, "fp8_moe_cuda")
     assert row["method"] == "simulated" and row["peak_bytes"] > row["total_bytes"]
     assert row["components"]["weights"] == row["total_bytes"]
     assert row["weights_held"] == "fp8 blocks 128x128 as stored; finegrained-fp8 kernel (modelled)"
@@ -168,10 +188,11 @@ def _tiny_gpt_oss_config() -> dict[str, Any]:
             "quantization_config": QUANTIZATION_CONFIGS["mxfp4"]}
 
 
-def test_cli_rows_of_an_mxfp4_checkpoint_on_cpu(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
+def test_cli_rows_of_an_mxfp4_checkpoint_on_cpu(results: dict[tuple[str, str, str], Any],
+                                                cli: dict[str, subprocess.CompletedProcess[str]]) -> None:
     """A local gpt-oss MXFP4 config on CPU: the bfloat16 row is the simulation the truth above checks (the experts
     dequantized at load), and it says so."""
-    (row,) = _rows(answers["mxfp4_cpu"])
+    (row,) = _cli(cli, "mxfp4_cpu")
     measured = results[("truth", "gpt_oss_swa", "mxfp4")]["peak_bytes"]
     assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
     assert row["weights_held"] == "mxfp4 experts, dequantized to bfloat16 at load (CPU)"
@@ -204,19 +225,19 @@ def test_mxfp4_dequantized_experts_are_the_plain_experts() -> None:
         assert torch.equal(found, values.flatten(-2).transpose(1, 2).to(torch.bfloat16))
 
 
-def test_cli_rows_of_torchao_checkpoints(results: dict[tuple[str, str, str], Any], answers: dict[str, Any]) -> None:
+def test_cli_rows_of_torchao_checkpoints(results: dict[tuple[str, str, str], Any], cli: dict[str, subprocess.CompletedProcess[str]]) -> None:
     """A local torchao IntxWeightOnlyConfig int4 config: the bfloat16 row is the simulation the truth above checks
     and names the config; an Int4WeightOnlyConfig one (CUDA-only kernels) keeps a null peak and says why."""
-    (row,) = _rows(answers["ao_int4"])
+    (row,) = _cli(cli, "ao_int4_cpu")
     measured = results[("truth", "llama_gqa", "ao_int4")]["peak_bytes"]
     assert row["method"] == "simulated" and abs(row["peak_bytes"] - measured) / measured <= TOLERANCE, (row["peak_bytes"], measured)
     assert row["weights_held"] == ("torchao IntxWeightOnlyConfig int4, PerGroup 32 as stored (torchao tensor subclasses); "
                                    "torchao's own linear")
-    (cpu,) = _rows(answers["ao_int4_tile_cpu"])
+    (cpu,) = _cli(cli, "ao_tinygemm_cpu")
     assert cpu["peak_bytes"] is None, cpu
     assert any("torchao Int4WeightOnlyConfig (tile_packed_to_4d) layers run tinygemm (aten._weight_int4pack_mm, no CPU "
                "kernel), which cannot run on CPU" in n for n in cpu["notes"]), cpu["notes"]
-    cuda, half = _rows(answers["ao_int4_tile_cuda"])
+    cuda, half = _cli(cli, "ao_tinygemm_cuda")
     assert cuda["method"] == "simulated" and half["peak_bytes"] is None, (cuda, half)
     assert cuda["weights_held"] == ("torchao Int4WeightOnlyConfig tile_packed_to_4d group 32 as stored (torchao tensor "
                                     "subclasses); torchao's own linear")
