@@ -6,11 +6,12 @@ under the profiler. A rank's peak varies from run to run: gloo frees its collect
 worker thread, so a run's peak lies between two schedules the simulation can play — the early end,
 every buffer freed as its collective returns (``GLOO_HELD = 0``), and the late end we report. The
 early end equals the smallest measured peak to within 60 bytes in all 10 cases of the bench; which
-runs reach the late end depends on the threads' timing (a CI machine measured the early end in 6
-of 6 rank peaks), so a run of three here checks what holds for every run: every measured rank
-peak lies between the early end and 3% above what we report, the early end is the smallest within
-0.1%, and what we report is not below the median. The issue's target over many runs (never below
-the median, within 3% of the largest) is ``bench/fsdp_accuracy.py`` (``bench/results/fsdp_accuracy.md``:
+runs reach either end depends on the threads' timing (a CI machine measured the early end in 6
+of 6 rank peaks, and another, loaded by a second test worker and mypy, in 0 of 6: its smallest was
+1.4% above), so a run of three here checks what holds for every run: every measured rank peak lies
+between the early end and 3% above what we report, and what we report is not below the median.
+The issue's target over many runs (never below the median, within 3% of the largest) and the early end
+against the smallest measured peak are ``bench/fsdp_accuracy.py`` (``bench/results/fsdp_accuracy.md``:
 5 architectures with and without checkpointing, 5 runs each).
 """
 
@@ -35,7 +36,6 @@ def test_fsdp_rank_peak_against_torchrun_gloo() -> None:
     early = fsdp_truth.simulate(CASE, RECIPE, gloo_held=0)
     assert early < ours
     assert all(0.999 * early <= peak <= 1.03 * ours for peak in measured), (early, ours, measured)
-    assert abs(min(measured) - early) <= 0.001 * early, (early, measured)
     assert ours >= statistics.median(measured), (ours, measured)
 
 
