@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import logging
 import multiprocessing as mp
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -110,17 +109,9 @@ def measured_there_simulated_here(ctx: Any, work: Callable[[Job], tuple[Job, Any
 
 
 def _simulated_here(work: Callable[[Job], tuple[Job, Any]], jobs: Sequence[Job]) -> dict[Job, Any]:
-    """``work`` of each job in this process, with logging off meanwhile. A handler that keeps its records (pytest's log
-    capture keeps them until the test ends) keeps an exception logged as an argument alive, its traceback's frames and
-    the fake tensors they hold with it, and the simulation counts those as live: bitsandbytes' CPU backend logs one
-    when its kernels package is missing (+80 KiB, +16%, on the 4-bit Llama of tests/test_quant_inference.py). A
-    forked child's records went to logging's last-resort handler and were dropped, as they are here."""
-    previous = logging.root.manager.disable
-    logging.disable(logging.CRITICAL)
-    try:
-        return dict(work(job) for job in jobs)
-    finally:
-        logging.disable(previous)
+    """``work`` of each job in this process (a simulation's result does not depend on the process's logging:
+    estimator.peak.sim.library_logs, tests/test_library_logs.py)."""
+    return dict(work(job) for job in jobs)
 
 
 def run_jobs(jobs: list[tuple[str, str, str]], processes: int = 2) -> dict[tuple[str, str, str], Any]:

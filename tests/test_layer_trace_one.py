@@ -95,26 +95,13 @@ def test_one_sample_with_a_copy_more_outside_the_layers_is_written() -> None:
     assert whole_trace_from_one(proof, _with_copy(_scaled(_periodic(3), 3), freed_at=6), 3, 9, labels) is None
 
 
-def test_a_batch_that_copies_more_is_written_from_one_sample() -> None:
-    """Llama LoRA: batch 2 allocates a copy more than batch 1 outside the layers; the row's proof (batch 1) still writes
-    batch 2's 3-layer sample, with the whole model's peak, breakdown and allocator figures to the byte."""
-    work: dict[str, Any] = {"mode": "training", "recipe": LORA}
-    periodicity = Periodicity()
-    simulate_peak(_model("llama"), allocator=True, device="cuda", batch_size=1, seq_len=64, periodicity=periodicity, **work)
-    shape: dict[str, Any] = {"device": "cuda", "batch_size": 2, "seq_len": 64}
-    one = simulate_peak(_model("llama"), allocator=True, periodicity=periodicity, **shape, **work)
-    whole = simulate_peak(_model("llama"), extrapolate_layers=False, **shape, **work)
-    assert len(periodicity.proofs) == 1
-    assert any("simulated with (3,) layers" in n and WRITTEN in n for n in one.notes), one.notes
-    assert (one.peak_bytes, one.components, one.allocator_overhead) == (
-        whole.peak_bytes, whole.components, whole.allocator_overhead)
-
-
-def test_a_batch_that_copies_more_across_the_checkpoints_frees_is_written_from_one_sample() -> None:
-    """Llama LoRA with gradient checkpointing: batch 2's copy of the shifted labels is allocated before the layers'
-    checkpoints are freed and freed after them (two fixed pieces, a run between); the row's proof (batch 1) still
-    writes batch 2's 3-layer sample, with the whole model's peak, breakdown and allocator figures to the byte."""
-    work: dict[str, Any] = {"mode": "training", "recipe": LORA_CHECKPOINTED}
+@pytest.mark.parametrize("recipe", [LORA, LORA_CHECKPOINTED], ids=["lora", "lora-checkpointed"])
+def test_a_batch_that_copies_more_is_written_from_one_sample(recipe: Recipe) -> None:
+    """Llama LoRA: batch 2 allocates a copy more than batch 1 outside the layers (its shifted labels; with gradient
+    checkpointing, allocated before the layers' checkpoints are freed and freed after them: two fixed pieces, a run
+    between); the row's proof (batch 1) still writes batch 2's 3-layer sample, with the whole model's peak, breakdown
+    and allocator figures to the byte."""
+    work: dict[str, Any] = {"mode": "training", "recipe": recipe}
     periodicity = Periodicity()
     simulate_peak(_model("llama"), allocator=True, device="cuda", batch_size=1, seq_len=64, periodicity=periodicity, **work)
     shape: dict[str, Any] = {"device": "cuda", "batch_size": 2, "seq_len": 64}

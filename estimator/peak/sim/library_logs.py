@@ -16,8 +16,8 @@ import logging
 __all__ = ["LOGGERS", "install"]
 
 # the loggers whose records carry exceptions raised inside the libraries' imports or calls made during a simulation
-# (estimator.peak.sim.quantized re-runs that module's source as ``..._recorded``, its warnings quieted there too)
-LOGGERS = ("bitsandbytes.backends.cpu.ops", "bitsandbytes.backends.cpu.ops_recorded")
+# (estimator.peak.sim.quantized re-runs that module's source as ``..._recorded`` with its warnings quieted: no record)
+LOGGERS = ("bitsandbytes.backends.cpu.ops",)
 
 
 class _Rendered(logging.Filter):
